@@ -14,6 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from thinkj.records import PreferencePair
+from thinkj.registry import Registry
 
 Messages = list[dict[str, str]]
 
@@ -41,21 +42,15 @@ class Template:
         return self.build(pair, verdict, strength)
 
 
-_REGISTRY: dict[str, Template] = {}
+_REGISTRY: Registry[Template] = Registry("template")
 
 
 def register(template: Template) -> Template:
-    if template.name in _REGISTRY:
-        raise ValueError(f"template {template.name!r} is already registered")
-    _REGISTRY[template.name] = template
-    return template
+    return _REGISTRY.add(template.name, template)
 
 
 def get_template(name: str) -> Template:
-    try:
-        return _REGISTRY[name]
-    except KeyError:
-        raise KeyError(f"unknown template {name!r}; registered: {', '.join(sorted(_REGISTRY))}") from None
+    return _REGISTRY.lookup(name)
 
 
 def list_templates() -> list[str]:

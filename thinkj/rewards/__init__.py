@@ -11,6 +11,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from thinkj.registry import Registry
 from thinkj.rewards.judge import (
     REWARD_KEYS,
     cot_binary_reward,
@@ -38,21 +39,15 @@ class Preset:
         return self.fn(text, ground_truth, **{**self.defaults, **overrides})
 
 
-PRESETS: dict[str, Preset] = {}
+PRESETS: Registry[Preset] = Registry("reward preset")
 
 
 def register_preset(preset: Preset) -> Preset:
-    if preset.name in PRESETS:
-        raise ValueError(f"reward preset {preset.name!r} is already registered")
-    PRESETS[preset.name] = preset
-    return preset
+    return PRESETS.add(preset.name, preset)
 
 
 def get_preset(name: str) -> Preset:
-    try:
-        return PRESETS[name]
-    except KeyError:
-        raise KeyError(f"unknown reward preset {name!r}; registered: {', '.join(sorted(PRESETS))}") from None
+    return PRESETS.lookup(name)
 
 
 register_preset(Preset("thinkj_qwen", thinkj_reward, {"w_acc": 1.0, "w_fmt": 1.0, "w_str": 0.2},

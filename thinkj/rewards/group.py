@@ -27,6 +27,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from thinkj.registry import Registry
 from thinkj.rewards import get_preset
 
 GROUP_EXTRA_KEYS = ("group_size", "group_skipped")
@@ -96,21 +97,15 @@ def run_sync(coro: Any) -> Any:
     return box["value"]
 
 
-GROUP_REWARDS: dict[str, GroupReward] = {}
+GROUP_REWARDS: Registry[GroupReward] = Registry("group reward")
 
 
 def register_group_reward(reward: GroupReward) -> GroupReward:
-    if reward.name in GROUP_REWARDS:
-        raise ValueError(f"group reward {reward.name!r} is already registered")
-    GROUP_REWARDS[reward.name] = reward
-    return reward
+    return GROUP_REWARDS.add(reward.name, reward)
 
 
 def get_group_reward(name: str) -> GroupReward:
-    try:
-        return GROUP_REWARDS[name]
-    except KeyError:
-        raise KeyError(f"unknown group reward {name!r}; registered: {', '.join(sorted(GROUP_REWARDS))}") from None
+    return GROUP_REWARDS.lookup(name)
 
 
 def per_sample_group(preset_name: str) -> GroupFn:

@@ -15,7 +15,7 @@ misspelt key fails here, with the file it came from, instead of deep inside a cl
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
@@ -49,28 +49,27 @@ def load_yaml(path: str | os.PathLike) -> dict[str, Any]:
     return data
 
 
-def resolve_stage_config(name_or_path: str | os.PathLike) -> Path:
-    """A path, or a bare stage name (``judge_sft``) looked up in ``configs/llamafactory/``."""
+def _resolve_named(name_or_path: str | os.PathLike, directory: Path, what: str, path_ok: Callable[[Path], bool]) -> Path:
     path = Path(name_or_path)
-    if path.exists():
+    if path_ok(path):
         return path
-    candidate = STAGE_DIR / f"{name_or_path}.yaml"
+    candidate = directory / f"{name_or_path}.yaml"
     if candidate.exists():
         return candidate
-    known = ", ".join(sorted(p.stem for p in STAGE_DIR.glob("*.yaml")))
-    raise ConfigError(f"no stage config {str(name_or_path)!r} (a path, or one of: {known})")
+    known = ", ".join(sorted(p.stem for p in directory.glob("*.yaml")))
+    raise ConfigError(f"no {what} {str(name_or_path)!r} (a path, or one of: {known})")
+
+
+def resolve_stage_config(name_or_path: str | os.PathLike) -> Path:
+    """A path, or a bare stage name (``judge_sft``) looked up in ``configs/llamafactory/``."""
+    return _resolve_named(name_or_path, STAGE_DIR, "stage config", Path.exists)
 
 
 def resolve_profile(name_or_path: str | os.PathLike) -> Path:
     """A path, or a profile name (``qwen2.5-7b-instruct``) looked up in ``configs/models/``."""
-    path = Path(name_or_path)
-    if path.suffix in (".yaml", ".yml") and path.exists():
-        return path
-    candidate = PROFILE_DIR / f"{name_or_path}.yaml"
-    if candidate.exists():
-        return candidate
-    known = ", ".join(sorted(p.stem for p in PROFILE_DIR.glob("*.yaml")))
-    raise ConfigError(f"no model profile {str(name_or_path)!r} (a path, or one of: {known})")
+    # Only a YAML file counts as a path: a profile name such as "qwen2.5-7b" may also exist as a model folder.
+    return _resolve_named(name_or_path, PROFILE_DIR, "model profile",
+                          lambda p: p.suffix in (".yaml", ".yml") and p.exists())
 
 
 def parse_overrides(items: Iterable[str]) -> dict[str, Any]:
