@@ -10,6 +10,7 @@ Same as ``thinkj data clip``; writes ``<out>.summary.json`` with the length stat
 from __future__ import annotations
 
 from thinkj.data.cli import app
+from thinkj.errors import exit_on_user_error
 
 if __name__ == "__main__":
-    app(["clip", *__import__("sys").argv[1:]])
+    exit_on_user_error(lambda: app(["clip", *__import__("sys").argv[1:]]))

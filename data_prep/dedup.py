@@ -17,6 +17,7 @@ import argparse
 import json
 
 from thinkj.data.dedup import brute_force_dedup, embed_texts, greedy_dedup, run_dedup
+from thinkj.errors import exit_on_user_error
 
 __all__ = ["brute_force_dedup", "embed_texts", "greedy_dedup", "run_dedup", "main"]
 
@@ -42,4 +43,4 @@ def main(argv: list[str] | None = None) -> dict:
 
 
 if __name__ == "__main__":
-    main()
+    exit_on_user_error(main)

@@ -18,6 +18,7 @@ import argparse
 import json
 
 from thinkj.data.difficulty import run_difficulty
+from thinkj.errors import exit_on_user_error
 
 
 def main(argv: list[str] | None = None) -> dict:
@@ -65,4 +66,4 @@ def main(argv: list[str] | None = None) -> dict:
 
 
 if __name__ == "__main__":  # vLLM spawns worker processes: the engine must be created under this guard
-    main()
+    exit_on_user_error(main)

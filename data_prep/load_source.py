@@ -24,6 +24,7 @@ import json
 from pathlib import Path
 
 from thinkj.data.loaders import STRENGTH_THRESHOLDS, load_source
+from thinkj.errors import exit_on_user_error
 from thinkj.records import write_jsonl
 
 
@@ -62,4 +63,4 @@ def main(argv: list[str] | None = None) -> dict:
 
 
 if __name__ == "__main__":
-    main()
+    exit_on_user_error(main)

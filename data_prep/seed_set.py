@@ -10,6 +10,7 @@ Same as ``thinkj data seed-set``.
 from __future__ import annotations
 
 from thinkj.data.cli import app
+from thinkj.errors import exit_on_user_error
 
 if __name__ == "__main__":
-    app(["seed-set", *__import__("sys").argv[1:]])
+    exit_on_user_error(lambda: app(["seed-set", *__import__("sys").argv[1:]]))

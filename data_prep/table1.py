@@ -9,6 +9,7 @@ Same as ``thinkj data table1``.
 from __future__ import annotations
 
 from thinkj.data.cli import app
+from thinkj.errors import exit_on_user_error
 
 if __name__ == "__main__":
-    app(["table1", *__import__("sys").argv[1:]])
+    exit_on_user_error(lambda: app(["table1", *__import__("sys").argv[1:]]))

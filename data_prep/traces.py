@@ -18,6 +18,7 @@ ones are retried. Same as ``thinkj data traces``.
 from __future__ import annotations
 
 from thinkj.data.cli import app
+from thinkj.errors import exit_on_user_error
 
 if __name__ == "__main__":
-    app(["traces", *__import__("sys").argv[1:]])
+    exit_on_user_error(lambda: app(["traces", *__import__("sys").argv[1:]]))

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import typer
 
+from thinkj.errors import exit_on_user_error
 from thinkj.paths import setup_caches
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, help="Think-J: train LLM judges to think.")
@@ -76,7 +77,7 @@ def _register_subcommands() -> None:
 def main() -> None:
     setup_caches()
     _register_subcommands()
-    app()
+    exit_on_user_error(app)
 
 
 if __name__ == "__main__":

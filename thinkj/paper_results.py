@@ -14,6 +14,7 @@ import os
 from pathlib import Path
 from typing import Any
 
+from thinkj.errors import ThinkJError
 from thinkj.records import RecordError
 
 TABLE_NUMBERS = tuple(range(1, 12))
@@ -32,7 +33,7 @@ def paper_results_dir() -> Path:
 
 def paper_table_path(n: int) -> Path:
     if int(n) not in TABLE_NUMBERS:
-        raise ValueError(f"the paper has Tables 1-11; got {n!r}")
+        raise ThinkJError(f"the paper has Tables 1-11; got {n!r}")
     return paper_results_dir() / f"table{int(n)}.csv"
 
 

@@ -23,6 +23,8 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+from thinkj.errors import ThinkJError, exit_on_user_error
+
 # name -> (default, what it is). Model-specific defaults come from the thin per-model scripts.
 DEFAULTS: dict[str, tuple[str, str]] = {
     "MODEL_PROFILE": ("qwen2.5-7b-instruct", "configs/models/<profile>.yaml: hub id + LlamaFactory template"),
@@ -82,7 +84,7 @@ def _opt(flag: str, value: str) -> list[str]:
 def plan(s: dict[str, str]) -> list[Stage]:
     """The ordered stages for one model and one learning mode."""
     if s["LEARNING"] not in ("online", "offline"):
-        raise ValueError(f"LEARNING must be online or offline, got {s['LEARNING']!r}")
+        raise ThinkJError(f"LEARNING must be online or offline, got {s['LEARNING']!r}")
     run, py = Path(s["RUN_DIR"]), "python"
     data, train = run / "data", run / "train"
     source, hard, kept = data / "source.jsonl", data / "difficulty" / "kept.jsonl", data / "dedup" / "kept.jsonl"
@@ -199,4 +201,4 @@ def main(argv: list[str] | None = None) -> None:
 
 
 if __name__ == "__main__":
-    main()
+    exit_on_user_error(main)

@@ -14,12 +14,14 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from thinkj.errors import ThinkJError
+
 LABELS = ("a", "b", "tie")
 ROLES = ("system", "user", "assistant")
 MAX_STRENGTH = 3
 
 
-class RecordError(ValueError):
+class RecordError(ThinkJError):
     """A row that does not satisfy a record contract; the message names file, line and field."""
 
     def __init__(self, message: str, *, path: str | os.PathLike | None = None, line: int | None = None,

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from typing import Generic, TypeVar
 
+from thinkj.errors import ThinkJError, UnknownNameError
+
 T = TypeVar("T")
 
 
@@ -18,7 +20,7 @@ class Registry(dict[str, T], Generic[T]):
 
     def add(self, name: str, item: T) -> T:
         if name in self:
-            raise ValueError(f"{self.kind} {name!r} is already registered")
+            raise ThinkJError(f"{self.kind} {name!r} is already registered")
         self[name] = item
         return item
 
@@ -26,4 +28,4 @@ class Registry(dict[str, T], Generic[T]):
         try:
             return self[name]
         except KeyError:
-            raise KeyError(f"unknown {self.kind} {name!r}; registered: {', '.join(sorted(self))}") from None
+            raise UnknownNameError(f"unknown {self.kind} {name!r}; registered: {', '.join(sorted(self))}") from None

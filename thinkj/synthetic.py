@@ -18,6 +18,7 @@ from __future__ import annotations
 import random
 import re
 
+from thinkj.errors import UnknownNameError
 from thinkj.records import PreferencePair
 
 CATEGORIES: dict[str, list[str]] = {
@@ -56,7 +57,7 @@ def make_pairs(n: int, seed: int = 0, *, source: str = "synthetic", id_prefix: s
     """``n`` pairs, positions balanced (half the labels 'a', half 'b') and shuffled with ``seed``."""
     unknown = [c for c in asked if c not in CATEGORIES]
     if unknown:
-        raise ValueError(f"unknown categories {unknown}; known: {sorted(CATEGORIES)}")
+        raise UnknownNameError(f"unknown categories {unknown}; known: {sorted(CATEGORIES)}")
     rng = random.Random(seed)
     labels = (["a", "b"] * (n // 2 + 1))[:n]
     rng.shuffle(labels)

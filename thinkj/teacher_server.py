@@ -31,6 +31,7 @@ import time
 from collections import Counter
 from dataclasses import dataclass, field
 
+from thinkj.errors import ThinkJError
 from thinkj.prompts import verdict_sentence
 from thinkj.records import PreferencePair
 from thinkj.synthetic import asked_category, describe, explain, rule_verdict
@@ -68,9 +69,9 @@ class TeacherConfig:
     def __post_init__(self) -> None:
         unknown = set(self.faults) - set(FAULTS)
         if unknown:
-            raise ValueError(f"unknown fault kinds {sorted(unknown)}; known: {FAULTS}")
+            raise ThinkJError(f"unknown fault kinds {sorted(unknown)}; known: {FAULTS}")
         if sum(self.faults.values()) > 1:
-            raise ValueError("fault rates must sum to at most 1")
+            raise ThinkJError("fault rates must sum to at most 1")
 
 
 def prompt_key(messages: list[dict]) -> str:

@@ -14,6 +14,8 @@ import json
 from collections.abc import Iterable
 from pathlib import Path
 
+from thinkj.errors import ThinkJError
+
 SPECIAL_TOKENS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
 THINK_TOKENS = ["<think>", "</think>"]  # ordinary added tokens: they survive skip_special_tokens
 
@@ -84,7 +86,7 @@ def build_tiny_model(out_dir: str | Path, seed: int = 0, *, hidden_size: int = 1
     from transformers import GenerationConfig, Qwen2Config, Qwen2ForCausalLM
 
     if hidden_size // num_heads < 64:
-        raise ValueError(f"head_dim = hidden_size / num_heads must be >= 64 for vLLM, got {hidden_size // num_heads}")
+        raise ThinkJError(f"head_dim = hidden_size / num_heads must be >= 64 for vLLM, got {hidden_size // num_heads}")
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     tokenizer = train_tokenizer(corpus if corpus is not None else default_corpus(), vocab_size)

@@ -25,6 +25,7 @@ from typing import Any
 
 import numpy as np
 
+from thinkj.errors import ThinkJError
 from thinkj.progress import progress_bar
 
 DEFAULT_BLOCK = 1024  # rows per block: large enough for efficient BLAS, small enough for a cheap in-block pass
@@ -135,7 +136,7 @@ def pair_text(pair: Any, field: str) -> str:
         return pair.instruction
     if field == "instruction+responses":
         return f"{pair.instruction}\n\n{pair.response_a}\n\n{pair.response_b}"
-    raise ValueError(f"unknown text field {field!r}; use 'instruction' or 'instruction+responses'")
+    raise ThinkJError(f"unknown text field {field!r}; use 'instruction' or 'instruction+responses'")
 
 
 def run_dedup(in_path: str | os.PathLike, out_path: str | os.PathLike, *, threshold: float = 0.9,

@@ -26,6 +26,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from thinkj.errors import ThinkJError, UnknownNameError
 from thinkj.records import MAX_STRENGTH, PreferencePair, RecordError
 
 # Default hub locations. HelpSteer2's preference annotations live in the "preference" folder of
@@ -253,12 +254,12 @@ def mapped_row(mapping: dict[str, Any]) -> Callable[[dict[str, Any]], Converted]
     """
     values = mapping.get("label_values") or {"a": "a", "b": "b", "tie": "tie", 1: "a", 2: "b", "1": "a", "2": "b"}
     if not ("prompt" in mapping) ^ ("messages" in mapping):
-        raise ValueError("column mapping needs exactly one of 'prompt' or 'messages'")
+        raise ThinkJError("column mapping needs exactly one of 'prompt' or 'messages'")
     if "chosen" in mapping:
         if "rejected" not in mapping:
-            raise ValueError("column mapping has 'chosen' but no 'rejected'")
+            raise ThinkJError("column mapping has 'chosen' but no 'rejected'")
     elif not {"response_1", "response_2", "label"} <= set(mapping):
-        raise ValueError("column mapping needs 'chosen'+'rejected' or 'response_1'+'response_2'+'label'")
+        raise ThinkJError("column mapping needs 'chosen'+'rejected' or 'response_1'+'response_2'+'label'")
 
     def convert(row: dict[str, Any]) -> Converted:
         if "prompt" in mapping:
@@ -322,15 +323,15 @@ def load_source(kind: str, location: str | os.PathLike | None = None, *, split: 
     defaults = HUB_DEFAULTS.get(kind, {})
     location = str(location or defaults.get("name") or "")
     if not location:
-        raise ValueError(f"no location given and no hub default for source kind {kind!r}")
+        raise ThinkJError(f"no location given and no hub default for source kind {kind!r}")
     if kind == "generic":
         if not column_map:
-            raise ValueError("the generic loader needs a column_map")
+            raise ThinkJError("the generic loader needs a column_map")
         convert = mapped_row(column_map)
     elif kind in CONVERTERS:
         convert = CONVERTERS[kind]
     else:
-        raise ValueError(f"unknown source kind {kind!r}; choose from {', '.join([*CONVERTERS, 'generic'])}")
+        raise UnknownNameError(f"unknown source kind {kind!r}; choose from {', '.join([*CONVERTERS, 'generic'])}")
     local = _is_local(location)
     split = split or defaults.get("split", "train")
     if not local and data_dir is None:

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from thinkj.data.traces import trace_pair
+from thinkj.errors import ThinkJError
 from thinkj.export.llamafactory import write_sft_dataset
 from thinkj.export.verl import write_verl_parquet
 from thinkj.prompts import get_template
@@ -34,7 +35,7 @@ def run_seed_set(clipped_path: str | os.PathLike, out_dir: str | os.PathLike, *,
     clipped_path, out = Path(clipped_path), Path(out_dir)
     judge, critic = get_template(template), get_template(critic_template)
     if critic.kind != "critic":
-        raise ValueError(f"{critic_template} is a {critic.kind} template, not a critic")
+        raise ThinkJError(f"{critic_template} is a {critic.kind} template, not a critic")
     judge_rows, critic_rows, pairs = [], [], []
     for line, row in read_jsonl(clipped_path):
         pair = trace_pair(row, clipped_path, line)
@@ -48,7 +49,7 @@ def run_seed_set(clipped_path: str | os.PathLike, out_dir: str | os.PathLike, *,
         critic_rows.append((critic.render(pair, verdict=pair.label, strength=row.get("strength", pair.strength)), target))
         pairs.append(pair)
     if not pairs:
-        raise ValueError(f"{clipped_path}: no clipped traces to build a seed set from")
+        raise ThinkJError(f"{clipped_path}: no clipped traces to build a seed set from")
     out.mkdir(parents=True, exist_ok=True)
     n_judge = write_sft_dataset(out, JUDGE_DATASET, judge_rows)
     n_critic = write_sft_dataset(out, CRITIC_DATASET, critic_rows)

@@ -16,6 +16,8 @@ import os
 from pathlib import Path
 from typing import Any
 
+from thinkj.errors import ThinkJError
+
 # (row label, stage whose n_out it reports, the paper's count)
 ROWS: list[tuple[str, str, str]] = [
     ("initially selected", "", "10K"),
@@ -33,7 +35,7 @@ def find_summaries(run_dir: str | os.PathLike) -> dict[str, dict[str, Any]]:
         try:
             data = json.loads(path.read_text())
         except ValueError as err:
-            raise ValueError(f"{path}: not valid JSON ({err})") from None
+            raise ThinkJError(f"{path}: not valid JSON ({err})") from None
         stage = data.get("stage") if isinstance(data, dict) else None
         if not stage or "n_out" not in data:
             continue

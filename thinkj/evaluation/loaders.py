@@ -17,6 +17,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from thinkj.errors import ThinkJError
 from thinkj.evaluation.specs import AUTOJ_LABELS, RMBENCH_DOMAINS, RMBENCH_STYLES, get_spec
 from thinkj.records import PreferencePair, RecordError, load_pairs, read_jsonl
 
@@ -187,7 +188,7 @@ def load_benchmark(name: str, source: str | os.PathLike | None = None, split: st
     spec = get_spec(name)
     chosen = source if source is not None else spec.default_source
     if chosen is None:
-        raise ValueError(f"benchmark {name!r} has no default source: pass --data PATH")
+        raise ThinkJError(f"benchmark {name!r} has no default source: pass --data PATH")
     pairs = LOADERS[name](chosen, split if split is not None else spec.default_split)
     return take_items(pairs, limit, spec.group_field) if limit else pairs
 

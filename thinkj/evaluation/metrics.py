@@ -16,6 +16,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
+from thinkj.errors import ThinkJError
 from thinkj.evaluation.specs import (
     AUTOJ_GROUP_OF,
     AUTOJ_SCENARIO_GROUPS,
@@ -96,14 +97,14 @@ def trial_value(verdict: str | None, gold: str, unparsed_half: bool = False) -> 
 def trials(records: list[Record], protocol: str = "single", unparsed_half: bool = False) -> list[tuple[Record, float]]:
     """(record, value) per trial. Under ``pair`` the value is the worse of the two orders (1 only if both right)."""
     if protocol not in PROTOCOLS:
-        raise ValueError(f"protocol must be one of {PROTOCOLS}, got {protocol!r}")
+        raise ThinkJError(f"protocol must be one of {PROTOCOLS}, got {protocol!r}")
     if protocol == "single":
         return [(r, trial_value(r["verdict"], r["gold"], unparsed_half)) for r in records]
     out = []
     for key, orders in by_comparison(records).items():
         if len(orders) != 2:
             missing = [o for o in ORDERS if o not in orders]
-            raise ValueError(f"protocol 'pair' needs both orders; comparison {key} lacks {missing}")
+            raise ThinkJError(f"protocol 'pair' needs both orders; comparison {key} lacks {missing}")
         value = min(trial_value(r["verdict"], r["gold"], unparsed_half) for r in orders.values())
         out.append((orders["original"], value))
     return out
@@ -193,7 +194,7 @@ def autoj_item_verdicts(records: list[Record]) -> list[dict[str, Any]]:
     items = []
     for key, orders in by_comparison(records).items():
         if len(orders) != 2:
-            raise ValueError(f"Auto-J scoring needs both orders; item {key[0]} lacks "
+            raise ThinkJError(f"Auto-J scoring needs both orders; item {key[0]} lacks "
                              f"{[o for o in ORDERS if o not in orders]}")
         first, second = in_original_positions(orders["original"]), in_original_positions(orders["swapped"])
         if first is None or second is None:
@@ -254,5 +255,5 @@ def score(benchmark: str, records: list[Record], protocol: str = "single", unpar
     if benchmark not in SCORERS:
         raise KeyError(f"unknown benchmark {benchmark!r}; available: {', '.join(SCORERS)}")
     if not records:
-        raise ValueError("no judgment records to score")
+        raise ThinkJError("no judgment records to score")
     return SCORERS[benchmark](records, protocol, unparsed_half)

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from thinkj.errors import UnknownNameError
 from thinkj.evaluation.loaders import load_benchmark
 from thinkj.evaluation.metrics import score
 from thinkj.evaluation.specs import get_spec
@@ -57,7 +58,7 @@ class LazyBackend:
         from thinkj.inference import _BACKENDS
 
         if backend not in _BACKENDS:  # fail before any work, not at the first cache miss
-            raise ValueError(f"unknown backend {backend!r}; available: {', '.join(sorted(_BACKENDS))}, {SCALAR_BACKEND}")
+            raise UnknownNameError(f"unknown backend {backend!r}; available: {', '.join(sorted(_BACKENDS))}, {SCALAR_BACKEND}")
         self.backend, self.name, self.kwargs = backend, str(model), kwargs
         self._inner: InferenceBackend | None = None
 

@@ -19,6 +19,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+from thinkj.errors import ThinkJError
 from thinkj.inference.base import Messages, SamplingParams
 from thinkj.inference.cache import ResultCache, cache_key
 from thinkj.progress import progress_bar
@@ -46,7 +47,7 @@ def _load_value_head(path: Path):
             state = torch.load(file, map_location="cpu", weights_only=True)
         weight, bias = state.get("v_head.summary.weight"), state.get("v_head.summary.bias")
         if weight is None or bias is None:
-            raise ValueError(f"{file}: expected keys v_head.summary.weight and v_head.summary.bias, got {sorted(state)}")
+            raise ThinkJError(f"{file}: expected keys v_head.summary.weight and v_head.summary.bias, got {sorted(state)}")
         head = torch.nn.Linear(weight.shape[1], 1)
         head.load_state_dict({"weight": weight.float(), "bias": bias.float()})
         return head.eval()

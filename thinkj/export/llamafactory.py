@@ -18,6 +18,8 @@ import os
 from collections.abc import Iterable
 from pathlib import Path
 
+from thinkj.errors import ThinkJError
+
 Messages = list[dict[str, str]]
 
 _TAGS = {"role_tag": "role", "content_tag": "content", "user_tag": "user", "assistant_tag": "assistant",
@@ -26,7 +28,7 @@ _TAGS = {"role_tag": "role", "content_tag": "content", "user_tag": "user", "assi
 
 def _check_prompt(messages: Messages, where: str) -> None:
     if not messages or messages[-1].get("role") != "user":
-        raise ValueError(f"{where}: a prompt must end with a user turn")
+        raise ThinkJError(f"{where}: a prompt must end with a user turn")
 
 
 def _register(out_dir: Path, name: str, entry: dict) -> None:

@@ -13,6 +13,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
+from thinkj.errors import ThinkJError
 from thinkj.prompts import get_template
 from thinkj.records import PreferencePair
 
@@ -47,7 +48,7 @@ def write_verl_parquet(path: str | os.PathLike, pairs: Iterable[PreferencePair],
 
     rows, skipped = verl_rows(pairs, template, split)
     if not rows:
-        raise ValueError(f"{path}: no pairs left to write (ties skipped: {skipped['tie']})")
+        raise ThinkJError(f"{path}: no pairs left to write (ties skipped: {skipped['tie']})")
     out = Path(path)
     out.parent.mkdir(parents=True, exist_ok=True)
     gt_type = pa.struct([("label", pa.string()), ("strength", pa.int64())])

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from thinkj.errors import UnknownNameError
 from thinkj.inference.base import InferenceBackend, Messages, SamplingParams
 
 _BACKENDS: dict[str, str] = {
@@ -22,7 +23,7 @@ def make_backend(name: str, model: str, **kwargs: Any) -> InferenceBackend:
     import importlib
 
     if name not in _BACKENDS:
-        raise ValueError(f"unknown backend {name!r}; available: {', '.join(sorted(_BACKENDS))}")
+        raise UnknownNameError(f"unknown backend {name!r}; available: {', '.join(sorted(_BACKENDS))}")
     module, cls = _BACKENDS[name].split(":")
     return getattr(importlib.import_module(module), cls)(model, **kwargs)
 

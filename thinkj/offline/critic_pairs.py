@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from thinkj.errors import ThinkJError
 from thinkj.export.llamafactory import write_preference_dataset
 from thinkj.inference.base import InferenceBackend, Messages, SamplingParams
 from thinkj.prompts import get_template
@@ -68,7 +69,7 @@ def make_views(pairs: list[PreferencePair], orders: tuple[str, ...] = ("original
     """(order, pair as shown) for each requested order; ``swapped`` exchanges the responses and the label."""
     bad = [o for o in orders if o not in ORDERS]
     if bad:
-        raise ValueError(f"unknown order(s) {bad}; use {ORDERS}")
+        raise ThinkJError(f"unknown order(s) {bad}; use {ORDERS}")
     return [(order, pair if order == "original" else pair.swapped()) for pair in pairs for order in orders]
 
 
@@ -96,7 +97,7 @@ def critic_guided_pairs(pairs: list[PreferencePair], judge: InferenceBackend, cr
     critic_params = critic_params or SamplingParams(temperature=0.0, max_new_tokens=1024)
     jt, ct = get_template(judge_template), get_template(critic_template)
     if jt.kind != "judge" or ct.kind != "critic":
-        raise ValueError(f"{judge_template} must be a judge template and {critic_template} a critic template")
+        raise ThinkJError(f"{judge_template} must be a judge template and {critic_template} a critic template")
     result = PairSet(settings={"judge": judge.name, "critic": critic.name, "judge_template": judge_template,
                                "critic_template": critic_template, "orders": list(orders),
                                "judge_sampling": judge_params.to_dict(), "critic_sampling": critic_params.to_dict()})

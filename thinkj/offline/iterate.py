@@ -18,6 +18,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
+from thinkj.errors import ThinkJError
 from thinkj.offline.build import DPO_DATASET, build_critic_pairs
 from thinkj.records import PreferencePair
 from thinkj.train.config import parse_overrides
@@ -35,7 +36,7 @@ def run_offline_iterations(pairs: str | Path | list[PreferencePair], init_model:
                            pair_kwargs: dict[str, Any] | None = None) -> list[dict[str, Any]]:
     """Run iterations 1..N; returns one summary per iteration (pairs, model dir)."""
     if iterations < 1:
-        raise ValueError("iterations must be >= 1")
+        raise ThinkJError("iterations must be >= 1")
     extra = dict(overrides) if isinstance(overrides, dict) else parse_overrides(overrides)
     judge = Path(init_model)
     history = []

@@ -18,6 +18,8 @@ import re
 from collections import defaultdict
 from pathlib import Path
 
+from thinkj.errors import ThinkJError
+
 Series = dict[str, list[tuple[int, float]]]
 
 # Panel -> metric-name patterns, first match wins. verl names come from verl/trainer/ppo/metric_utils.py and
@@ -30,7 +32,7 @@ PANELS: dict[str, tuple[str, ...]] = {
 }
 
 
-class CurveError(ValueError):
+class CurveError(ThinkJError):
     pass
 
 

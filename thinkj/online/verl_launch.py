@@ -22,6 +22,7 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from thinkj.errors import ThinkJError, exit_on_user_error
 from thinkj.paths import PROJECT_ROOT
 from thinkj.rewards import get_preset
 
@@ -32,7 +33,7 @@ ALGOS = {"grpo": "grpo", "ppo": "ppo", "reinforce_pp": "reinforce_plus_plus", "r
 LEGACY_REWARD_KEYS = ("custom_reward_function.", "reward_model.reward_manager")
 
 
-class LaunchError(ValueError):
+class LaunchError(ThinkJError):
     pass
 
 
@@ -163,4 +164,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(exit_on_user_error(main))

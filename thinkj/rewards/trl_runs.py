@@ -20,6 +20,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+from thinkj.errors import ThinkJError
 from thinkj.rewards.group import TRLGroupReward, completion_text
 
 
@@ -39,7 +40,7 @@ class TRLPresetReward:
                  **kwargs: Any) -> list[float]:
         completions = completions or []
         if ground_truth is None or len(ground_truth) != len(completions):
-            raise ValueError("per-sample preset needs a 'ground_truth' dataset column, one value per completion")
+            raise ThinkJError("per-sample preset needs a 'ground_truth' dataset column, one value per completion")
         return [float(self.preset(completion_text(c), g, **self.weights)["score"]) for c, g in zip(completions, ground_truth)]
 
 
@@ -49,7 +50,7 @@ def load_config(path: str | Path) -> dict[str, Any]:
     with open(path, encoding="utf-8") as f:
         cfg = yaml.safe_load(f) or {}
     if "reward" not in cfg or not ({"group_preset", "preset"} & set(cfg["reward"])):
-        raise ValueError(f"{path}: needs reward.group_preset or reward.preset")
+        raise ThinkJError(f"{path}: needs reward.group_preset or reward.preset")
     return cfg
 
 
@@ -152,4 +153,6 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
 
 
 if __name__ == "__main__":
-    main()
+    from thinkj.errors import exit_on_user_error
+
+    exit_on_user_error(main)

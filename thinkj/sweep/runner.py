@@ -23,6 +23,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TextIO
 
+from thinkj.errors import ThinkJError, exit_on_user_error
 from thinkj.sweep.spec import Run, SweepSpec, expand
 
 DONE_FILE = "SWEEP_DONE.json"
@@ -166,7 +167,7 @@ def run_sweep(spec: SweepSpec, sweep_dir: Path, launcher: str = "local", only: l
               out: TextIO = sys.stdout, ray_address: str | None = None) -> dict[str, Any]:
     """Launch every unfinished run; returns {"launched", "skipped", "failed", "submitted", "runs"}."""
     if launcher not in LAUNCHERS:
-        raise ValueError(f"launcher must be one of {LAUNCHERS}, got {launcher!r}")
+        raise ThinkJError(f"launcher must be one of {LAUNCHERS}, got {launcher!r}")
     runs = [r for r in expand(spec, sweep_dir) if not only or r.name in only or r.name.rsplit("-", 1)[0] in only]
     summary: dict[str, Any] = {"launched": [], "skipped": [], "failed": [], "submitted": [], "runs": [r.name for r in runs]}
     state = None if launcher == "print" else SweepState(sweep_dir, spec)
@@ -191,4 +192,4 @@ def main(argv: list[str] | None = None) -> None:
 
 
 if __name__ == "__main__":
-    main()
+    exit_on_user_error(main)

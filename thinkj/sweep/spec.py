@@ -30,6 +30,7 @@ from typing import Any
 
 import yaml
 
+from thinkj.errors import ThinkJError
 from thinkj.records import RecordError
 
 SPEC_KEYS = {"name", "description", "table", "table_spec", "settings", "grid", "runs", "tags", "steps", "results", "name_keys"}
@@ -97,7 +98,7 @@ def parse_overrides(items: list[str] | None) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for item in items or []:
         if "=" not in item:
-            raise ValueError(f"--set expects key=value, got {item!r}")
+            raise ThinkJError(f"--set expects key=value, got {item!r}")
         key, value = item.split("=", 1)
         out[key.strip()] = yaml.safe_load(value)
     return out

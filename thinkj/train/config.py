@@ -21,6 +21,7 @@ from typing import Any
 
 import yaml
 
+from thinkj.errors import ThinkJError
 from thinkj.paths import PROJECT_ROOT
 
 CONFIG_DIR = PROJECT_ROOT / "configs"
@@ -32,7 +33,7 @@ PROFILE_DIR = CONFIG_DIR / "models"
 _REPO_RELATIVE_KEYS = ("deepspeed",)
 
 
-class ConfigError(ValueError):
+class ConfigError(ThinkJError):
     """A config file or override that LlamaFactory would reject; the message names the source."""
 
 
