@@ -4,6 +4,7 @@
     thinkj tiny-model runs/tiny --seed 0       # build the embedded tiny chat model
     thinkj templates                           # list prompt templates
     thinkj rewards                             # list reward presets and their default weights
+    thinkj rewards score thinkj_qwen --gt '{"label": "a", "strength": 2}' --text '<think>…</think> …'
 
 Sub-command groups of the pipeline parts are registered in ``SUBCOMMANDS`` and imported lazily
 enough that ``thinkj --help`` stays fast.
@@ -28,6 +29,7 @@ SUBCOMMANDS: list[tuple[str, str]] = [
     ("tables", "thinkj.tables.cli:app"),
     ("sweep", "thinkj.sweep.cli:app"),
     ("data", "thinkj.data.cli:app"),
+    ("rewards", "thinkj.rewards.cli:app"),
 ]
 
 
@@ -57,15 +59,6 @@ def templates() -> None:
 
     for name in list_templates():
         typer.echo(f"{name:22s} {get_template(name).description}")
-
-
-@app.command()
-def rewards() -> None:
-    """List reward presets with their default weights."""
-    from thinkj.rewards import PRESETS
-
-    for name, preset in sorted(PRESETS.items()):
-        typer.echo(f"{name:18s} {preset.defaults}  {preset.description}")
 
 
 def _register_subcommands() -> None:

@@ -1,10 +1,11 @@
-"""Score texts with a reward preset from the shell, to check a preset before a run (``thinkj rewards`` lists the
-per-sample presets; ``list`` here adds the group-level ones).
+"""``thinkj rewards``: list the reward presets, or score texts with one to check it before a run.
 
-    python -m thinkj.rewards.cli list
-    python -m thinkj.rewards.cli score xml_judge --gt '{"label": "a"}' --text '<notes>..</notes><judgement>A</judgement>'
-    python -m thinkj.rewards.cli score multi_objective --gt '[3, 4, 4, 1, 2]' --text '3 4 4 1 2' --set w_format=0.3
-    python -m thinkj.rewards.cli score xml_judge --group --gt '{"label": "a"}' --text '<judgement>A</judgement>' --text B
+    thinkj rewards                     # = thinkj rewards list: per-sample presets and group-level rewards
+    thinkj rewards score xml_judge --gt '{"label": "a"}' --text '<notes>..</notes><judgement>A</judgement>'
+    thinkj rewards score multi_objective --gt '[3, 4, 4, 1, 2]' --text '3 4 4 1 2' --set w_format=0.3
+    thinkj rewards score xml_judge --group --gt '{"label": "a"}' --text '<judgement>A</judgement>' --text B
+
+(``python -m thinkj.rewards.cli …`` is the same.)
 
 Training runs: docs/reward_presets.md (verl overrides, TRL helper ``python -m thinkj.rewards.trl_runs``).
 """
@@ -15,7 +16,13 @@ import json
 
 import typer
 
-app = typer.Typer(add_completion=False, no_args_is_help=True, help="Reward presets: list them, score texts.")
+app = typer.Typer(add_completion=False, invoke_without_command=True, help="Reward presets: list them, score texts.")
+
+
+@app.callback()
+def _default(ctx: typer.Context) -> None:
+    if ctx.invoked_subcommand is None:
+        list_presets()
 
 
 def _value(text: str):
