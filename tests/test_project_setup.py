@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import re
 import subprocess
 from pathlib import Path
@@ -10,7 +11,10 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def _make_dry_run(target: str) -> list[str]:
-    out = subprocess.run(["make", "-n", target], cwd=ROOT, capture_output=True, text=True, check=True).stdout
+    # Under `make test` the parent make's variables would make this one print "Entering directory" lines.
+    env = {k: v for k, v in os.environ.items() if k not in ("MAKELEVEL", "MAKEFLAGS", "MFLAGS")}
+    out = subprocess.run(["make", "-n", "--no-print-directory", target], cwd=ROOT, env=env, capture_output=True,
+                         text=True, check=True).stdout
     return [line.strip() for line in out.splitlines() if line.strip()]
 
 
