@@ -3,8 +3,9 @@
 Every such error derives from ``ThinkJError`` (a ``ValueError``). Entry points run under
 ``exit_on_user_error``: these errors print one ``error: …`` line naming the file, row or setting and exit
 with status 2, instead of a traceback; ``THINKJ_TRACEBACK=1`` shows the traceback for debugging. An
-interrupt (Ctrl-C) exits with 130 and says that rerunning the same command resumes: every long stage
-keeps its finished work (result cache, per-stage outputs).
+interrupt (Ctrl-C) exits with 130 and says that rerunning the same command resumes: inference, evaluation,
+sweeps and the reproduction scripts keep their finished work (result cache, per-stage outputs); a training
+stage starts over.
 """
 
 from __future__ import annotations
@@ -38,5 +39,6 @@ def exit_on_user_error(fn: Callable[[], T]) -> T:
         print(f"error: {err}", file=sys.stderr)
         raise SystemExit(2) from None
     except KeyboardInterrupt:
-        print("\ninterrupted: finished work is kept; rerun the same command to resume", file=sys.stderr)
+        print("\ninterrupted: cached results and finished stages are kept; rerun the same command to resume "
+              "(a training stage starts over)", file=sys.stderr)
         raise SystemExit(130) from None

@@ -1,4 +1,4 @@
-"""A name → object table shared by the prompt templates, reward presets and group rewards.
+"""A name → object table shared by the prompt templates, reward presets, group rewards and inference backends.
 
 Registering a name twice is an error (two modules silently fighting over one name is worse than a crash at
 import), and an unknown name lists what is registered, so a typo in a config is fixed from the message alone.
@@ -6,16 +6,17 @@ import), and an unknown name lists what is registered, so a typo in a config is 
 
 from __future__ import annotations
 
-from typing import Generic, TypeVar
+from collections.abc import Mapping
+from typing import TypeVar
 
 from thinkj.errors import ThinkJError, UnknownNameError
 
 T = TypeVar("T")
 
 
-class Registry(dict[str, T], Generic[T]):
-    def __init__(self, kind: str) -> None:
-        super().__init__()
+class Registry(dict[str, T]):
+    def __init__(self, kind: str, items: Mapping[str, T] | None = None) -> None:
+        super().__init__(items or {})
         self.kind = kind
 
     def add(self, name: str, item: T) -> T:

@@ -16,7 +16,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from thinkj.errors import ThinkJError
+from thinkj.errors import ThinkJError, UnknownNameError
 from thinkj.evaluation.specs import (
     AUTOJ_GROUP_OF,
     AUTOJ_SCENARIO_GROUPS,
@@ -253,7 +253,7 @@ SCORERS = {"rewardbench": score_rewardbench, "rmbench": score_rmbench, "autoj": 
 
 def score(benchmark: str, records: list[Record], protocol: str = "single", unparsed_half: bool = False) -> dict[str, Any]:
     if benchmark not in SCORERS:
-        raise KeyError(f"unknown benchmark {benchmark!r}; available: {', '.join(SCORERS)}")
+        raise UnknownNameError(f"unknown benchmark {benchmark!r}; available: {', '.join(SCORERS)}")
     if not records:
         raise ThinkJError("no judgment records to score")
     return SCORERS[benchmark](records, protocol, unparsed_half)

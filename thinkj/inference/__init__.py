@@ -4,14 +4,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from thinkj.errors import UnknownNameError
 from thinkj.inference.base import InferenceBackend, Messages, SamplingParams
+from thinkj.registry import Registry
 
-_BACKENDS: dict[str, str] = {
+_BACKENDS: Registry[str] = Registry("backend", {
     "hf": "thinkj.inference.hf:HFBackend",
     "vllm": "thinkj.inference.vllm_backend:VLLMBackend",
     "openai": "thinkj.inference.http_client:OpenAIChatBackend",
-}
+})
 
 
 def register_backend(name: str, target: str) -> None:
@@ -22,9 +22,7 @@ def register_backend(name: str, target: str) -> None:
 def make_backend(name: str, model: str, **kwargs: Any) -> InferenceBackend:
     import importlib
 
-    if name not in _BACKENDS:
-        raise UnknownNameError(f"unknown backend {name!r}; available: {', '.join(sorted(_BACKENDS))}")
-    module, cls = _BACKENDS[name].split(":")
+    module, cls = _BACKENDS.lookup(name).split(":")
     return getattr(importlib.import_module(module), cls)(model, **kwargs)
 
 
