@@ -23,7 +23,7 @@ import typer
 app = typer.Typer(add_completion=False, no_args_is_help=True,
                   help="Evaluate judges on RewardBench, RM-Bench, Auto-J and PreferencePair sets.")
 
-BENCH_HELP = "rewardbench | rmbench | autoj | synthetic"
+BENCH_HELP = "rewardbench | rmbench | autoj | synthetic | rewardbench2 | judgebench"
 
 
 def _pairs(values: list[str] | None, what: str) -> dict[str, object]:
@@ -88,6 +88,11 @@ def score_cmd(benchmark: str = typer.Argument(..., help=BENCH_HELP),
               protocol: str = typer.Option("single", help="single | pair"),
               unparsed_half: bool = typer.Option(False, help="score unparsable verdicts 0.5 instead of 0")) -> None:
     """Recompute metrics from judgment records alone; prints one JSON object."""
+    if benchmark == "rewardbench2":  # its records (4-way, ratings, round robin) have their own layout
+        from thinkj.evaluation import rewardbench2
+
+        typer.echo(json.dumps(rewardbench2.score_rewardbench2(rewardbench2.load_records(judgments))))
+        return
     from thinkj.evaluation.metrics import load_records, score
 
     typer.echo(json.dumps(score(benchmark, load_records(judgments, benchmark), protocol, unparsed_half)))

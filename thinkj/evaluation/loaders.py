@@ -179,7 +179,14 @@ def _unique(pairs: list[PreferencePair], source: Any) -> list[PreferencePair]:
     return pairs
 
 
-LOADERS = {"rewardbench": load_rewardbench, "rmbench": load_rmbench, "autoj": load_autoj, "synthetic": load_synthetic}
+def _load_judgebench(source: str | os.PathLike, split: str | None = None) -> list[PreferencePair]:
+    from thinkj.evaluation.judgebench import load_judgebench  # its own module (imports this one)
+
+    return load_judgebench(source, split)
+
+
+LOADERS = {"rewardbench": load_rewardbench, "rmbench": load_rmbench, "autoj": load_autoj, "synthetic": load_synthetic,
+           "judgebench": _load_judgebench}
 
 
 def load_benchmark(name: str, source: str | os.PathLike | None = None, split: str | None = None,

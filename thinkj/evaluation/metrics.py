@@ -247,8 +247,14 @@ def score_synthetic(records: list[Record], protocol: str = "single", unparsed_ha
             **common_metrics(records, protocol, unparsed_half)}
 
 
+def _score_judgebench(records: list[Record], protocol: str = "single", unparsed_half: bool = False) -> dict[str, Any]:
+    from thinkj.evaluation.judgebench import score_judgebench  # its own module (imports this one)
+
+    return score_judgebench(records, protocol, unparsed_half)
+
+
 SCORERS = {"rewardbench": score_rewardbench, "rmbench": score_rmbench, "autoj": score_autoj,
-           "synthetic": score_synthetic}
+           "synthetic": score_synthetic, "judgebench": _score_judgebench}
 
 
 def score(benchmark: str, records: list[Record], protocol: str = "single", unparsed_half: bool = False) -> dict[str, Any]:

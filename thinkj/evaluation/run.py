@@ -148,6 +148,10 @@ def results_document(cfg: EvalConfig, records: list[dict[str, Any]], source: str
 def run_eval(cfg: EvalConfig, *, backend: InferenceBackend | None = None,
              pairs: list[PreferencePair] | None = None) -> Path:
     """Judge, record, score; returns the results JSON path. ``backend``/``pairs`` let callers reuse loaded ones."""
+    if cfg.benchmark == "rewardbench2":  # best-of-4 and Ties items, not pairs: its own runner and records
+        from thinkj.evaluation.rewardbench2_run import run_rewardbench2
+
+        return run_rewardbench2(cfg, backend=backend)
     spec = get_spec(cfg.benchmark)
     source = cfg.data if cfg.data is not None else spec.default_source
     if pairs is None:

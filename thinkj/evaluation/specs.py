@@ -109,6 +109,13 @@ BENCHMARKS: dict[str, BenchmarkSpec] = {
                            "Auto-J pairwise test: 1392 pairs with ties, 58 scenarios in 8 groups.", ("scenario",)),
     "synthetic": BenchmarkSpec("synthetic", None, None, "subset",
                                "PreferencePair JSONL (e.g. thinkj.synthetic held-out pairs): accuracy.", ("subset",)),
+    # RewardBench 2 and JudgeBench: rules and sources in thinkj/evaluation/rewardbench2.py and judgebench.py.
+    "rewardbench2": BenchmarkSpec("rewardbench2", "allenai/reward-bench-2", "test", "subset",
+                                  "RewardBench 2: 1865 prompts, best-of-4 subsets + Ties; own runner and records.",
+                                  ("subset",)),
+    "judgebench": BenchmarkSpec("judgebench", "ScalerLab/JudgeBench", "gpt", "category",
+                                "JudgeBench: 350 GPT-4o (split gpt) / 270 Claude pairs; net-over-both-orders accuracy.",
+                                ("source", "category", "response_model")),
 }
 
 
