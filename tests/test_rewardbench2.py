@@ -201,3 +201,30 @@ def test_eval_run_then_score_on_tiny_model(tmp_path, tiny_model_dir, template):
     scored = runner.invoke(app, ["score", "rewardbench2", str(out / "rewardbench2.judgments.jsonl")])
     assert scored.exit_code == 0, scored.output
     assert json.loads(scored.output) == metrics
+
+
+@pytest.mark.slow
+def test_classifier_path_scores_every_answer(tmp_path, tiny_model_dir):
+    """The official reward-model path: a value-head checkpoint scores each answer; best-of-4 and Ties from scores."""
+    import shutil
+
+    import torch
+    from safetensors.torch import save_file
+
+    ckpt = tmp_path / "vh"
+    shutil.copytree(tiny_model_dir, ckpt)
+    save_file({"v_head.summary.weight": torch.ones(1, 128) / 10, "v_head.summary.bias": torch.zeros(1)},
+              str(ckpt / "value_head.safetensors"))
+    out = tmp_path / "out"
+    result = runner.invoke(app, ["run", "rewardbench2", "--model", str(ckpt), "--backend", "classifier",
+                                 "--data", str(write_rb2_fixture(tmp_path / "rb2.jsonl")), "--out", str(out)])
+    assert result.exit_code == 0, (result.output, result.exception)
+    records = [json.loads(line) for line in open(out / "rewardbench2.judgments.jsonl")]
+    assert len(records) == 5 * 4 + 3 + 4 and {r["mode"] for r in records} == {"scalar"}
+    metrics = json.loads((out / "rewardbench2.results.json").read_text())["metrics"]
+    assert metrics["mode"] == "scalar" and metrics["official"] is True
+    for subset in ("Factuality", "Math"):
+        scores = [r["score"] for r in sorted(records, key=lambda r: r["response"]) if r["subset"] == subset]
+        assert metrics["subsets"][subset] == round(100 * best_of_n_credit(scores), 2)
+    scored = runner.invoke(app, ["score", "rewardbench2", str(out / "rewardbench2.judgments.jsonl")])
+    assert json.loads(scored.output) == metrics
