@@ -110,6 +110,11 @@ def test_score_from_records_overall_is_mean_of_six_with_missing_zero():
     assert got["complete"] is False and got["official"] is True and got["mode"] == "four"
     assert "reroll_and_score_dataset" in got["subset_rule"] and "process_single_model" in got["ties_rule"]
     assert got["unparsed"] == 1
+    from thinkj.evaluation.metrics import score
+
+    assert score("rewardbench2", records) == got
+    with pytest.raises(ThinkJError, match="do not apply"):
+        score("rewardbench2", records, "pair")
 
 
 def test_round_robin_is_labelled_not_official():

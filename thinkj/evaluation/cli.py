@@ -89,12 +89,10 @@ def score_cmd(benchmark: str = typer.Argument(..., help=BENCH_HELP),
               unparsed_half: bool = typer.Option(False, help="score unparsable verdicts 0.5 instead of 0")) -> None:
     """Recompute metrics from judgment records alone; prints one JSON object."""
     if benchmark == "rewardbench2":  # its records (4-way, ratings, round robin) have their own layout
-        from thinkj.errors import ThinkJError
-        from thinkj.evaluation import rewardbench2
+        from thinkj.evaluation.metrics import score
+        from thinkj.evaluation.rewardbench2 import load_records
 
-        if protocol != "single" or unparsed_half:
-            raise ThinkJError("rewardbench2 has its own official rules: --protocol and --unparsed-half do not apply")
-        typer.echo(json.dumps(rewardbench2.score_rewardbench2(rewardbench2.load_records(judgments))))
+        typer.echo(json.dumps(score(benchmark, load_records(judgments), protocol, unparsed_half)))
         return
     from thinkj.evaluation.metrics import load_records, score
 

@@ -185,8 +185,13 @@ def _load_judgebench(source: str | os.PathLike, split: str | None = None) -> lis
     return load_judgebench(source, split)
 
 
+def _no_pairs(source: str | os.PathLike, split: str | None = None) -> list[PreferencePair]:
+    raise ThinkJError("rewardbench2 items are best-of-4 and Ties sets, not pairs: "
+                      "thinkj.evaluation.rewardbench2.load_items reads them")
+
+
 LOADERS = {"rewardbench": load_rewardbench, "rmbench": load_rmbench, "autoj": load_autoj, "synthetic": load_synthetic,
-           "judgebench": _load_judgebench}
+           "judgebench": _load_judgebench, "rewardbench2": _no_pairs}
 
 
 def load_benchmark(name: str, source: str | os.PathLike | None = None, split: str | None = None,

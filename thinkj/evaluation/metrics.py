@@ -253,8 +253,16 @@ def _score_judgebench(records: list[Record], protocol: str = "single", unparsed_
     return score_judgebench(records, protocol, unparsed_half)
 
 
+def _score_rewardbench2(records: list[Record], protocol: str = "single", unparsed_half: bool = False) -> dict[str, Any]:
+    from thinkj.evaluation.rewardbench2 import score_rewardbench2  # its records are not pairs: own rules
+
+    if protocol != "single" or unparsed_half:
+        raise ThinkJError("rewardbench2 has its own official rules: --protocol and --unparsed-half do not apply")
+    return score_rewardbench2(records)
+
+
 SCORERS = {"rewardbench": score_rewardbench, "rmbench": score_rmbench, "autoj": score_autoj,
-           "synthetic": score_synthetic, "judgebench": _score_judgebench}
+           "synthetic": score_synthetic, "judgebench": _score_judgebench, "rewardbench2": _score_rewardbench2}
 
 
 def score(benchmark: str, records: list[Record], protocol: str = "single", unparsed_half: bool = False) -> dict[str, Any]:
