@@ -166,7 +166,8 @@ def test_loader_reads_upstream_schema_and_limit_keeps_ties_rows_together(tmp_pat
     items = load_items(write_rb2_fixture(tmp_path / "rb2.jsonl"))
     assert [it.subset for it in items] == list(SUBSETS) + ["Ties"]
     assert items[-1].responses == ("Red.", "Blue.", "Green.", "Pink.") and items[-1].num_correct == 2
-    assert {it.id for it in load_items(tmp_path / "rb2.jsonl", limit=1) if it.subset == "Ties"} == {"ref:7", "tied:7"}
+    assert [it.subset for it in load_items(tmp_path / "rb2.jsonl", limit=2)] == ["Factuality", "Precise IF"]
+    assert [it.id for it in load_items(tmp_path / "rb2.jsonl", limit=6)][-2:] == ["ref:7", "tied:7"]  # one unit
 
 
 def test_bad_row_is_one_line_error_naming_file_row_and_field(tmp_path):

@@ -127,7 +127,7 @@ def load_items(source: str | os.PathLike | None = None, split: str | None = None
                limit: int | None = None) -> list[Item]:
     """Items from a local file/folder or the hub (default ``allenai/reward-bench-2``, split ``test``).
 
-    ``limit`` keeps that many items per subset in file order; a Ties ``ref:N`` and ``tied:N`` row are kept or
+    ``limit`` keeps that many items spread over the subsets; a Ties ``ref:N`` and ``tied:N`` row are kept or
     dropped together (the Ties formula compares them).
     """
     from thinkj.evaluation.loaders import read_rows
@@ -145,17 +145,18 @@ def load_items(source: str | os.PathLike | None = None, split: str | None = None
 
 
 def take_items(items: list[Item], limit: int) -> list[Item]:
-    """The first ``limit`` items of every subset (Ties: the first ``limit`` prompt numbers, both rows each)."""
-    kept: dict[str, list[str]] = defaultdict(list)
-    out = []
+    """``limit`` units taken round-robin over the subsets (as ``--limit`` does elsewhere); a unit is an item, or
+    for Ties a prompt number (its ``ref`` and ``tied`` rows together)."""
+    rank: dict[tuple[str, str], int] = {}
+    seen: dict[str, int] = defaultdict(int)
     for item in items:
-        unit = item.ties_kind[1] if item.ties_kind else item.id
-        units = kept[item.subset]
-        if unit not in units and len(units) < limit:
-            units.append(unit)
-        if unit in units:
-            out.append(item)
-    return out
+        unit = (item.subset, item.ties_kind[1] if item.ties_kind else item.id)
+        if unit not in rank:
+            rank[unit] = seen[item.subset]
+            seen[item.subset] += 1
+    order = {s: k for k, s in enumerate(SUBSETS)}
+    keep = set(sorted(rank, key=lambda u: (rank[u], order[u[0]]))[:limit])
+    return [it for it in items if (it.subset, it.ties_kind[1] if it.ties_kind else it.id) in keep]
 
 
 # --------------------------------------------------------------------------------------------- records
