@@ -3,9 +3,10 @@
 Every such error derives from ``ThinkJError`` (a ``ValueError``). Entry points run under
 ``exit_on_user_error``: these errors -- and the operating system's "no such file", "is a directory",
 "not a directory", undecodable (non-UTF-8) input -- print one ``error: …`` line naming the file, row or
-setting and exit with status 2, instead of a traceback; ``THINKJ_TRACEBACK=1`` shows the traceback for
-debugging. An interrupt (Ctrl-C) exits with 130 and says that rerunning the same command resumes: what
-"done", "resume" and "cache" mean is in docs/runs.md.
+setting and exit with status 2 (1 for ``StageIncomplete``: a stage that wrote what it could but is not
+complete), instead of a traceback; ``THINKJ_TRACEBACK=1`` shows the traceback for debugging. An interrupt
+(Ctrl-C) exits with 130 and says that rerunning the same command resumes: what "done", "resume" and
+"cache" mean is in docs/runs.md.
 """
 
 from __future__ import annotations
@@ -70,7 +71,7 @@ def exit_on_user_error(fn: Callable[[], T]) -> T:
         if os.environ.get("THINKJ_TRACEBACK"):
             raise
         print(f"error: {_one_line(err)}", file=sys.stderr)
-        raise SystemExit(2) from None
+        raise SystemExit(1 if isinstance(err, StageIncomplete) else 2) from None
     except KeyboardInterrupt:
         raise _interrupted() from None
     except SystemExit as stop:
