@@ -18,7 +18,7 @@ import argparse
 import json
 
 from thinkj.data.difficulty import run_difficulty
-from thinkj.errors import exit_on_user_error
+from thinkj.errors import ThinkJError, exit_on_user_error
 
 
 def main(argv: list[str] | None = None) -> dict:
@@ -48,7 +48,9 @@ def main(argv: list[str] | None = None) -> dict:
     setup_caches()
     kwargs: dict = {}
     for item in args.backend_arg:
-        key, _, value = item.partition("=")
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise ThinkJError(f"--backend-arg {item!r}: expected key=value")
         try:
             kwargs[key] = json.loads(value)
         except json.JSONDecodeError:

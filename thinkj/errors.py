@@ -11,18 +11,17 @@ complete), instead of a traceback; ``THINKJ_TRACEBACK=1`` shows the traceback fo
 
 from __future__ import annotations
 
-import math
 import os
 import sys
 from collections.abc import Callable
-from pathlib import Path
 from typing import TypeVar
 
 T = TypeVar("T")
 
 INTERRUPTED = ("interrupted — rerun the same command to resume (cached results and finished stages are kept; "
                "a training stage restarts from its last checkpoint or from scratch; see docs/runs.md)")
-_OS_ERRORS = (FileNotFoundError, IsADirectoryError, NotADirectoryError, FileExistsError, PermissionError)
+# ConnectionError: the hub or a server cannot be reached (``datasets`` raises it offline with a clear message).
+_OS_ERRORS = (FileNotFoundError, IsADirectoryError, NotADirectoryError, FileExistsError, PermissionError, ConnectionError)
 
 
 class ThinkJError(ValueError):
@@ -80,55 +79,27 @@ def exit_on_user_error(fn: Callable[[], T]) -> T:
         raise
 
 
-# -- checks shared by the entry points (one line naming the option, exit 2 through exit_on_user_error) -------
+def run_typer(app: Callable[..., object]) -> None:
+    """Run a Typer app so that its usage errors, too, are one ``error: …`` line (exit 2), and Ctrl-C prints the
+    interrupt line: click's standalone mode would print a usage box, and Typer turns KeyboardInterrupt into
+    ``Exit(130)`` before any handler of ours sees it. Call it under :func:`exit_on_user_error`."""
+    try:  # Typer >= 0.20 vendors click as typer._click
+        from typer._click.exceptions import ClickException, NoArgsIsHelpError
+        from typer.exceptions import Abort
+    except ImportError:  # pragma: no cover - older Typer on the real click
+        from click.exceptions import Abort, ClickException, NoArgsIsHelpError
 
-def check_range(name: str, value: float | int | None, *, low: float | None = None, high: float | None = None,
-                low_open: bool = False, high_open: bool = False) -> None:
-    """``name`` must be a finite number within [low, high] (open ends where asked); ``None`` passes."""
-    if value is None:
-        return
-    if isinstance(value, float) and not math.isfinite(value):
-        raise ThinkJError(f"{name} must be a finite number, got {value}")
-    if low is not None and (value <= low if low_open else value < low):
-        raise ThinkJError(f"{name} must be {'>' if low_open else '>='} {low:g}, got {value}")
-    if high is not None and (value >= high if high_open else value > high):
-        raise ThinkJError(f"{name} must be {'<' if high_open else '<='} {high:g}, got {value}")
-
-
-def check_distinct_paths(src_name: str, src: str | os.PathLike, dst_name: str, dst: str | os.PathLike) -> None:
-    """Refuse writing an output over its own input (``--in X --out X`` would destroy the input)."""
-    if Path(src).resolve() == Path(dst).resolve():
-        raise ThinkJError(f"{dst_name} {dst} is the same file as {src_name}: write the output elsewhere")
-
-
-def check_input_file(name: str, path: str | os.PathLike) -> None:
-    """An input that must be an existing file (not a folder)."""
-    p = Path(path)
-    if p.is_dir():
-        raise ThinkJError(f"{path}: {name} is a folder, expected a file")
-    if not p.exists():
-        raise ThinkJError(f"{path}: {name} does not exist")
-
-
-def _parents_are_folders(name: str, path: Path) -> None:
-    for parent in path.parents:
-        if parent.exists():
-            if not parent.is_dir():
-                raise ThinkJError(f"{path}: {name}'s parent {parent} is a file, expected a folder")
-            return
-
-
-def check_output_file(name: str, path: str | os.PathLike) -> None:
-    """An output file whose path must not be a folder, nor sit under a file."""
-    p = Path(path)
-    if p.is_dir():
-        raise ThinkJError(f"{path}: {name} is an existing folder, expected a file path")
-    _parents_are_folders(name, p)
-
-
-def check_output_dir(name: str, path: str | os.PathLike) -> None:
-    """An output folder whose path must not be an existing file, nor sit under a file."""
-    p = Path(path)
-    if p.exists() and not p.is_dir():
-        raise ThinkJError(f"{path}: {name} is an existing file, expected a folder")
-    _parents_are_folders(name, p)
+    try:
+        status = app(standalone_mode=False)
+    except Abort:
+        raise _interrupted() from None
+    except NoArgsIsHelpError as err:  # a bare group: its help, as standalone mode prints it
+        err.show()
+        raise SystemExit(err.exit_code) from None
+    except ClickException as err:
+        print(f"error: {' '.join(err.format_message().split())}", file=sys.stderr)
+        raise SystemExit(err.exit_code) from None
+    if status == 130:
+        raise _interrupted()
+    if isinstance(status, int) and not isinstance(status, bool) and status:
+        raise SystemExit(status)

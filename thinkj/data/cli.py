@@ -100,7 +100,11 @@ def teacher_serve_cmd(
     seed: int = typer.Option(0),
 ) -> None:
     """Serve the scripted R1 stand-in for the synthetic task on HOST:PORT until interrupted."""
+    from thinkj.checks import check_range
     from thinkj.teacher_server import TeacherConfig, serve_forever
 
+    check_range("--port", port, low=1, high=65535)
+    for option, rate in (("--error-rate", error_rate), ("--empty-explanation-rate", empty_explanation_rate)):
+        check_range(option, rate, low=0, high=1)
     serve_forever(TeacherConfig(error_rate=error_rate, empty_explanation_rate=empty_explanation_rate,
                                 inline_think=inline_think, seed=seed), host=host, port=port)

@@ -22,8 +22,9 @@ from typing import Any
 
 import numpy as np
 
+from thinkj.checks import check_distinct_paths
 from thinkj.data.traces import trace_pair
-from thinkj.errors import ThinkJError, check_distinct_paths
+from thinkj.errors import ThinkJError
 from thinkj.prompts import judge_output
 from thinkj.records import RecordError, read_jsonl, write_jsonl
 

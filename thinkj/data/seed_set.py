@@ -21,8 +21,9 @@ import os
 from pathlib import Path
 from typing import Any
 
+from thinkj.checks import check_output_dir
 from thinkj.data.traces import trace_pair
-from thinkj.errors import ThinkJError, check_output_dir
+from thinkj.errors import ThinkJError
 from thinkj.export.llamafactory import write_sft_dataset
 from thinkj.export.verl import write_verl_parquet
 from thinkj.prompts import get_template

@@ -25,7 +25,8 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from thinkj.errors import StageIncomplete, ThinkJError, check_distinct_paths, check_range
+from thinkj.checks import check_distinct_paths, check_range
+from thinkj.errors import StageIncomplete, ThinkJError
 from thinkj.inference.base import SamplingParams
 from thinkj.inference.cache import ResultCache
 from thinkj.inference.http_client import ChatResult, OpenAIChatBackend
