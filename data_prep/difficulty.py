@@ -17,12 +17,13 @@ from __future__ import annotations
 import argparse
 import json
 
+from thinkj.checks import OneLineParser
 from thinkj.data.difficulty import run_difficulty
 from thinkj.errors import ThinkJError, exit_on_user_error
 
 
 def main(argv: list[str] | None = None) -> dict:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = OneLineParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--in", dest="inp", required=True, help="PreferencePair JSONL")
     parser.add_argument("--out", required=True, help="kept pairs JSONL")
     parser.add_argument("--model", required=True, help="judge model path or hub name")

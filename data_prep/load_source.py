@@ -23,13 +23,14 @@ import argparse
 import json
 from pathlib import Path
 
+from thinkj.checks import OneLineParser
 from thinkj.data.loaders import STRENGTH_THRESHOLDS, load_source
 from thinkj.errors import exit_on_user_error
 from thinkj.records import write_jsonl
 
 
 def main(argv: list[str] | None = None) -> dict:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = OneLineParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("kind", choices=["skywork", "helpsteer2", "hh_rlhf", "generic"])
     parser.add_argument("--out", required=True)
     parser.add_argument("--location", default=None, help="hub dataset name or local file (default: the source's hub name)")

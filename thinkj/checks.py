@@ -4,12 +4,13 @@ option (exit 2 through :func:`thinkj.errors.exit_on_user_error`), never a traceb
 
 from __future__ import annotations
 
+import argparse
 import inspect
 import math
 import os
 import re
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 from thinkj.errors import ThinkJError, UnknownNameError
 
@@ -110,3 +111,11 @@ def check_backend_args(backend: str, kwargs: dict[str, Any]) -> None:
         if key not in known:
             raise ThinkJError(f"--backend-arg {key}: the {backend} backend takes no such argument; "
                               f"it takes: {', '.join(known)}")
+
+
+class OneLineParser(argparse.ArgumentParser):
+    """argparse for the thin entry points, with the project's error style: one ``error: …`` line, exit 2
+    (argparse's own prints the whole usage first)."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"error: {' '.join(message.split())} (see {self.prog} --help)\n")
