@@ -101,3 +101,11 @@ def test_failed_stage_is_named_with_its_log_and_other_settings_are_refused(tmp_p
     assert again.returncode == 2 and "Traceback" not in again.stderr
     last = again.stderr.strip().splitlines()[-1]
     assert "load.done.json: stage load was done with other settings (SOURCE_LIMIT='' then, '2' now)" in last
+
+
+def test_switching_to_offline_reuses_the_shared_stages(tmp_path):
+    _finish(plan(settings({"RUN_DIR": str(tmp_path), "REWARD_PRESET": "thinkj_qwen"})))
+    kinds = _kinds(dry_run("reproduce_qwen2.5-7b.sh", tmp_path, LEARNING="offline"))
+    assert [n for n, k in kinds.items() if k == "skip"] == ["load", "difficulty", "dedup", "traces", "clip", "seed_set",
+                                                            "judge_sft"]
+    assert kinds["critic_sft"] == kinds["offline"] == "stage"

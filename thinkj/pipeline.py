@@ -80,7 +80,6 @@ STAGE_SETTINGS: dict[str, tuple[str, ...]] = {
     "difficulty": ("MODEL_PROFILE", "JUDGE_BACKEND"),
     "dedup": ("DEDUP_MODEL", "DEDUP_THRESHOLD"),
     "traces": ("TEACHER_MODEL", "TEACHER_URL"),
-    "judge_sft": ("LEARNING",),
     "offline": ("OFFLINE_ITERATIONS",),
     "online": ("RL_ALGO", "REWARD_PRESET", "W_ACC", "W_FMT", "W_STR"),
     "eval": ("MODEL_NAME", "TRAIN_DATA_NAME", "EVAL_LIMIT", "MAX_NEW_TOKENS"),
