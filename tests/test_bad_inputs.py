@@ -76,6 +76,8 @@ CASES = [
      "{outdir}"),
     ("pipeline bad limit", "pipeline", [], {"EVAL_LIMIT": "-5"}, "EVAL_LIMIT='-5'", "{outdir}"),
     ("pipeline bad dedup threshold", "pipeline", [], {"DEDUP_THRESHOLD": "0"}, "DEDUP_THRESHOLD='0'", "{outdir}"),
+    ("pipeline teacher key not set", "pipeline", [], {"TEACHER_KEY_ENV": "THINKJ_NO_SUCH_KEY"},
+     "TEACHER_KEY_ENV=THINKJ_NO_SUCH_KEY: the variable THINKJ_NO_SUCH_KEY", "{outdir}"),
     # §2 sweeps
     ("sweep unknown --set key", "thinkj", ["sweep", "experiments/table8.yaml", "--set", "w_sttr=0.5", "--sweep-dir",
                                            "{outdir}"], {}, "--set w_sttr", "{outdir}"),
@@ -213,7 +215,7 @@ def test_bad_input_is_one_line_exit_2_and_leaves_nothing(case, tmp_path, monkeyp
 def test_failed_pipeline_stage_names_the_stage_and_its_log(tmp_path):
     files = _files(tmp_path)
     env = {**os.environ, "RUN_DIR": str(files["outdir"]), "TRAIN_SOURCE": "hh_rlhf", "SOURCE_LOCATION": str(files["hh"]),
-           "PYTHONPATH": str(ROOT), "PATH": f"{VENV_BIN}:{os.environ['PATH']}"}
+           "PYTHONPATH": str(ROOT), "PATH": f"{VENV_BIN}:{os.environ['PATH']}", "DEEPSEEK_API_KEY": "unused-here"}
     env.pop("THINKJ_TRACEBACK", None)
     proc = subprocess.run([sys.executable, "-m", "thinkj.pipeline"], cwd=ROOT, env=env, capture_output=True, text=True,
                           timeout=300)

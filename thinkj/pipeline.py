@@ -365,7 +365,13 @@ def run_pipeline(s: dict[str, str], out=sys.stdout) -> list[str]:
     """Run (or with DRY_RUN=1 print) the stages in order; returns the names of the stages that ran."""
     validate(s)
     dry, ran = s["DRY_RUN"] == "1", []
-    for stage in plan(s):
+    stages = plan(s)
+    key = s["TEACHER_KEY_ENV"]
+    if not dry and not os.environ.get(key) and not all(is_done(st) for st in stages if st.name == "traces"):
+        # Checked now, not hours later when the difficulty filter is done and the traces stage starts.
+        raise ThinkJError(f"TEACHER_KEY_ENV={key}: the variable {key} holding the teacher's API key is not set "
+                          "(the traces stage needs it; any value for a local teacher that takes none)")
+    for stage in stages:
         if not ran and is_done(stage):  # after a stage that runs, every later one runs on its new output
             print(f"# skip {stage.name}: done ({stage.record})", file=out, flush=True)
             continue
