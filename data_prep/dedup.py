@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import json
 
+from thinkj.checks import OneLineParser
 from thinkj.data.dedup import brute_force_dedup, embed_texts, greedy_dedup, run_dedup
 from thinkj.errors import exit_on_user_error
 
@@ -23,7 +24,7 @@ __all__ = ["brute_force_dedup", "embed_texts", "greedy_dedup", "run_dedup", "mai
 
 
 def main(argv: list[str] | None = None) -> dict:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = OneLineParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--in", dest="inp", required=True, help="PreferencePair JSONL (kept in this order)")
     parser.add_argument("--out", required=True, help="kept pairs JSONL")
     parser.add_argument("--threshold", type=float, default=0.9, help="cosine similarity at or above which a pair is a duplicate")

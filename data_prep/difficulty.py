@@ -17,12 +17,13 @@ from __future__ import annotations
 import argparse
 import json
 
+from thinkj.checks import OneLineParser
 from thinkj.data.difficulty import run_difficulty
-from thinkj.errors import exit_on_user_error
+from thinkj.errors import ThinkJError, exit_on_user_error
 
 
 def main(argv: list[str] | None = None) -> dict:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = OneLineParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--in", dest="inp", required=True, help="PreferencePair JSONL")
     parser.add_argument("--out", required=True, help="kept pairs JSONL")
     parser.add_argument("--model", required=True, help="judge model path or hub name")
@@ -48,7 +49,9 @@ def main(argv: list[str] | None = None) -> dict:
     setup_caches()
     kwargs: dict = {}
     for item in args.backend_arg:
-        key, _, value = item.partition("=")
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise ThinkJError(f"--backend-arg {item!r}: expected key=value")
         try:
             kwargs[key] = json.loads(value)
         except json.JSONDecodeError:

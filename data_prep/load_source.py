@@ -23,13 +23,14 @@ import argparse
 import json
 from pathlib import Path
 
+from thinkj.checks import OneLineParser, check_distinct_paths
 from thinkj.data.loaders import STRENGTH_THRESHOLDS, load_source
 from thinkj.errors import exit_on_user_error
 from thinkj.records import write_jsonl
 
 
 def main(argv: list[str] | None = None) -> dict:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = OneLineParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("kind", choices=["skywork", "helpsteer2", "hh_rlhf", "generic"])
     parser.add_argument("--out", required=True)
     parser.add_argument("--location", default=None, help="hub dataset name or local file (default: the source's hub name)")
@@ -48,6 +49,8 @@ def main(argv: list[str] | None = None) -> dict:
     from thinkj.paths import setup_caches
 
     setup_caches()
+    if args.location and Path(args.location).exists():
+        check_distinct_paths("--location", args.location, "--out", args.out)
     low, high = (float(v) for v in args.strength_thresholds.split(","))
     pairs, summary = load_source(args.kind, args.location, split=args.split, data_dir=args.data_dir, seed=args.seed,
                                  limit=args.limit, skip_invalid=args.skip_invalid,

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # End-to-end Think-J reproduction for one model: data selection -> judge SFT -> offline or online learning
-# -> evaluation -> tables. Finished stages (their output file exists) are skipped, so rerunning resumes.
+# -> evaluation -> tables. Every setting is checked before stage 1. A stage is done when its completion record
+# (<stage>.done.json) exists with the same settings; done stages are skipped, so rerunning resumes (docs/runs.md).
 #
 #   DRY_RUN=1 bash scripts/reproduce.sh                     # print every command in order, run nothing
 #   MODEL_PROFILE=llama-3-8b-instruct MODEL_NAME=Llama-3-8B-Instruct REWARD_PRESET=thinkj_llama bash scripts/reproduce.sh

@@ -126,8 +126,10 @@ def test_generate_inside_a_running_loop_and_n_samples():
 _STAGE = """
 import sys
 from thinkj.data.traces import run_traces
-run_traces(sys.argv[1], sys.argv[2], model="r1-scripted", base_url=sys.argv[3], api_key_env="THINKJ_TEST_KEY",
-           max_concurrency=2, max_retries=4, timeout=5.0, backoff=0.01, max_backoff=0.05)
+from thinkj.errors import exit_on_user_error
+exit_on_user_error(lambda: run_traces(sys.argv[1], sys.argv[2], model="r1-scripted", base_url=sys.argv[3],
+                   api_key_env="THINKJ_TEST_KEY", max_concurrency=2, max_retries=4, timeout=5.0, backoff=0.01,
+                   max_backoff=0.05))
 print("traces stage finished")
 """
 
@@ -156,7 +158,8 @@ def test_killed_stage_resumes_without_repeating_calls_and_never_leaks_the_key(tm
             first = server.counts()
             proc = subprocess.run([sys.executable, "-c", _STAGE, str(tmp_path / "pairs.jsonl"), str(out), server.base_url],
                                   env=env, capture_output=True, text=True, timeout=120)
-            assert proc.returncode == 0, proc.stderr[-2000:]
+            # the poisoned prompts failed: written what succeeded, exit 1, one line
+            assert proc.returncode == 1 and "teacher calls failed" in proc.stderr, proc.stderr[-2000:]
             total = server.counts()
     finally:
         os.environ.pop("THINKJ_TEST_KEY", None)

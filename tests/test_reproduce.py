@@ -63,7 +63,9 @@ def test_dry_run_is_complete_ordered_and_chained(short, profile, tmp_path):
 
     stages = dry_run(f"reproduce_{short}.sh", tmp_path)
     assert [name for _, name, _ in stages] == ONLINE
-    expected_outputs = {s.name: s.output for s in plan({**settings({"RUN_DIR": str(tmp_path), "MODEL_PROFILE": profile})})}
+    preset = "thinkj_llama" if "llama" in short else "thinkj_qwen"  # what each wrapper script sets
+    expected_outputs = {s.name: s.output for s in plan({**settings({"RUN_DIR": str(tmp_path), "MODEL_PROFILE": profile,
+                                                                    "REWARD_PRESET": preset})})}
     produced: list[Path] = []
     for _, name, argv in stages:
         if argv[0] == "python":
@@ -102,12 +104,13 @@ def test_env_overrides_change_the_commands(tmp_path):
 
 
 def test_finished_stages_are_skipped(tmp_path):
-    from thinkj.pipeline import plan, settings
+    from thinkj.pipeline import plan, settings, write_record
 
     stages = plan(settings({"RUN_DIR": str(tmp_path)}))
     for stage in stages[:4]:  # load .. traces finished
         stage.output.parent.mkdir(parents=True, exist_ok=True)
         stage.output.write_text("{}")
+        write_record(stage)
     printed = dry_run("reproduce.sh", tmp_path)
     assert [(k, n) for k, n, _ in printed[:5]] == [("skip", "load"), ("skip", "difficulty"), ("skip", "dedup"),
                                                     ("skip", "traces"), ("stage", "clip")]
@@ -117,7 +120,7 @@ def test_finished_stages_are_skipped(tmp_path):
 def test_bad_settings_fail_clearly(tmp_path):
     from thinkj.pipeline import plan, settings
 
-    with pytest.raises(FileNotFoundError, match="MODEL_PROFILE='nope'"):
+    with pytest.raises(ValueError, match="MODEL_PROFILE='nope'"):
         plan(settings({"MODEL_PROFILE": "nope"}))
     with pytest.raises(ValueError, match="LEARNING"):
         plan(settings({"LEARNING": "both"}))

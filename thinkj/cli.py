@@ -17,7 +17,7 @@ from pathlib import Path
 
 import typer
 
-from thinkj.errors import exit_on_user_error
+from thinkj.errors import exit_on_user_error, run_typer
 from thinkj.paths import setup_caches
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, help="Think-J: train LLM judges to think.")
@@ -70,7 +70,7 @@ def _register_subcommands() -> None:
 def main() -> None:
     setup_caches()
     _register_subcommands()
-    exit_on_user_error(app)
+    exit_on_user_error(lambda: run_typer(app))
 
 
 if __name__ == "__main__":

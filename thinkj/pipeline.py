@@ -8,19 +8,34 @@
 
 Stages (paper §3): load -> difficulty -> dedup -> traces -> clip -> seed-set (data selection, LIMJ707) ->
 judge SFT (+ critic SFT for offline) -> offline critic-guided DPO or online RL (verl) -> evaluation on
-each benchmark -> tables. Each stage names the file that proves it finished; when that file exists the
-stage is skipped, so a rerun after a crash picks up at the first unfinished stage (the engines themselves
-resume inside a stage: cached generations, LlamaFactory / verl checkpoints).
-Every setting is an environment variable; ``DEFAULTS`` below lists each with its default and why.
+each benchmark -> tables.
+
+Every setting is an environment variable; ``DEFAULTS`` below lists each with its default and why. All of them
+are checked before stage 1 (``validate``): a bad one fails in one line naming the variable.
+
+Done means a completion record: when a stage's command exits 0 and its output exists, the pipeline writes
+``<stage folder>/<stage>.done.json`` (the settings the stage depends on, its command, counts) as the stage's
+last act, by temp file + rename. Only that record makes a rerun skip the stage -- not the output file, nor an
+engine's checkpoint marker (verl writes ``latest_checkpointed_iteration.txt`` at every save, so a crash at
+step 50 left a "finished" half-trained model). A record made with other settings is never reused silently:
+the reward preset, algorithm and weight overrides name the online run's folder (``W_STR=0.0`` is a new run
+beside the default one), and any other difference (source, model profile, limits, …) stops the run naming
+the setting. The engines resume inside an unfinished stage (cached generations, verl / LlamaFactory
+checkpoints). A failed stage stops the run with its name and log file (``<RUN_DIR>/logs/<stage>.log``).
+See docs/runs.md.
 """
 
 from __future__ import annotations
 
+import json
+import math
 import os
 import shlex
+import shutil
 import subprocess
 import sys
-from dataclasses import dataclass
+import time
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from thinkj.errors import ThinkJError, exit_on_user_error
@@ -58,15 +73,42 @@ DEFAULTS: dict[str, tuple[str, str]] = {
 }
 
 
+# Settings that change what a stage produces, by stage (a stage also depends on every stage before it).
+# TP, NNODES, GPUS_PER_NODE, TEACHER_KEY_ENV, RUN_DIR and DRY_RUN change how a stage runs, not its result.
+STAGE_SETTINGS: dict[str, tuple[str, ...]] = {
+    "load": ("TRAIN_SOURCE", "SOURCE_LOCATION", "SOURCE_LIMIT"),
+    "difficulty": ("MODEL_PROFILE", "JUDGE_BACKEND"),
+    "dedup": ("DEDUP_MODEL", "DEDUP_THRESHOLD"),
+    "traces": ("TEACHER_MODEL", "TEACHER_URL"),
+    "offline": ("OFFLINE_ITERATIONS",),
+    "online": ("RL_ALGO", "REWARD_PRESET", "W_ACC", "W_FMT", "W_STR"),
+    "eval": ("MODEL_NAME", "TRAIN_DATA_NAME", "EVAL_LIMIT", "MAX_NEW_TOKENS"),
+    "tables": ("TABLES",),
+}
+RL_ALGOS = ("grpo", "ppo", "reinforce_pp")
+SOURCES = ("skywork", "helpsteer2", "hh_rlhf", "generic")
+
+
+class StageFailed(ThinkJError):
+    """A stage's command failed; the message names the stage and its log."""
+
+
 @dataclass(frozen=True)
 class Stage:
     name: str
     argv: list[str]
-    output: Path          # exists -> the stage is finished and skipped
+    output: Path          # what the stage makes (checked to exist before its completion record is written)
+    settings: dict[str, str] = field(default_factory=dict)  # what the output depends on (this stage and earlier)
 
     @property
     def line(self) -> str:
         return shlex.join(self.argv)
+
+    @property
+    def record(self) -> Path:
+        """The completion record: the only thing that means this stage is done."""
+        folder = self.output if not self.output.suffix else self.output.parent
+        return folder / f"{self.name}.done.json"
 
 
 def settings(env: dict[str, str] | None = None) -> dict[str, str]:
@@ -81,10 +123,94 @@ def _opt(flag: str, value: str) -> list[str]:
     return [flag, value] if value else []
 
 
+def _positive_int(name: str, value: str) -> None:
+    if not value.isdigit() or int(value) < 1:
+        raise ThinkJError(f"{name}={value!r}: must be a whole number >= 1")
+
+
+def _finite(name: str, value: str) -> float:
+    try:
+        number = float(value)
+    except ValueError:
+        raise ThinkJError(f"{name}={value!r}: must be a number") from None
+    if not math.isfinite(number):
+        raise ThinkJError(f"{name}={value!r}: must be a finite number")
+    return number
+
+
+def _one_of(name: str, value: str, allowed) -> None:
+    if value not in allowed:
+        raise ThinkJError(f"{name}={value!r}: must be one of {', '.join(allowed)}")
+
+
+def validate(s: dict[str, str]) -> None:
+    """Check every setting before any stage runs; the first bad one fails in one line naming its variable."""
+    from thinkj.evaluation.specs import BENCHMARKS
+    from thinkj.rewards import PRESETS
+    from thinkj.tables.specs import PAPER_ONLY, SPECS
+
+    _one_of("DRY_RUN", s["DRY_RUN"], ("0", "1"))
+    _profile_hub_id(s["MODEL_PROFILE"])
+    _one_of("TRAIN_SOURCE", s["TRAIN_SOURCE"], SOURCES)
+    _one_of("JUDGE_BACKEND", s["JUDGE_BACKEND"], ("vllm", "hf"))
+    _one_of("LEARNING", s["LEARNING"], ("online", "offline"))
+    _one_of("RL_ALGO", s["RL_ALGO"], RL_ALGOS)
+    _one_of("REWARD_PRESET", s["REWARD_PRESET"], sorted(PRESETS))
+    for name in ("TP", "NNODES", "GPUS_PER_NODE", "OFFLINE_ITERATIONS", "MAX_NEW_TOKENS"):
+        _positive_int(name, s[name])
+    for name in ("SOURCE_LIMIT", "EVAL_LIMIT"):
+        if s[name]:
+            _positive_int(name, s[name])
+    threshold = _finite("DEDUP_THRESHOLD", s["DEDUP_THRESHOLD"])
+    if not 0 < threshold <= 1:
+        raise ThinkJError(f"DEDUP_THRESHOLD={s['DEDUP_THRESHOLD']!r}: must be in (0, 1]")
+    defaults = PRESETS.lookup(s["REWARD_PRESET"]).defaults
+    for name in ("W_ACC", "W_FMT", "W_STR"):
+        if s[name]:
+            _finite(name, s[name])
+            if name.lower() not in defaults:
+                raise ThinkJError(f"{name}={s[name]!r}: reward preset {s['REWARD_PRESET']!r} has no weight "
+                                  f"{name.lower()} (its weights: {', '.join(sorted(defaults)) or 'none'})")
+    if not s["BENCHMARKS"].split():
+        raise ThinkJError("BENCHMARKS='': name at least one benchmark")
+    for bench in s["BENCHMARKS"].split():
+        _one_of("BENCHMARKS", bench, [b for b in BENCHMARKS if b != "synthetic"])
+    if not s["TABLES"].split():
+        raise ThinkJError("TABLES='': name at least one table")
+    for table in s["TABLES"].split():
+        if table not in SPECS or table in PAPER_ONLY:
+            raise ThinkJError(f"TABLES={s['TABLES']!r}: no table {table!r} to render from results; "
+                              f"known: {', '.join(k for k in SPECS if k.isdigit())}")
+    if not s["TEACHER_KEY_ENV"].isidentifier():
+        raise ThinkJError(f"TEACHER_KEY_ENV={s['TEACHER_KEY_ENV']!r}: must be an environment variable name")
+    for name in ("MODEL_NAME", "TRAIN_DATA_NAME", "TEACHER_MODEL", "TEACHER_URL", "DEDUP_MODEL"):
+        if not s[name].strip():
+            raise ThinkJError(f"{name}='': must not be empty")
+
+
+def online_folder(s: dict[str, str]) -> str:
+    """The online run's folder: algorithm, preset and weight overrides, so changing one makes a new run."""
+    overrides = "".join(f"_{n.lower()}{s[n]}" for n in ("W_ACC", "W_FMT", "W_STR") if s[n])
+    return f"online_{s['RL_ALGO']}_{s['REWARD_PRESET']}{overrides}"
+
+
+def _with_settings(stages: list[Stage], s: dict[str, str]) -> list[Stage]:
+    """Give each stage the settings its output depends on: its own and those of every stage before it."""
+    seen: dict[str, str] = {}
+    out = []
+    for stage in stages:
+        kind = "eval" if stage.name.startswith("eval_") else stage.name
+        seen.update({name: s[name] for name in STAGE_SETTINGS.get(kind, ())})
+        if kind == "eval":
+            seen["BENCHMARK"] = stage.name[len("eval_"):]
+        out.append(Stage(stage.name, stage.argv, stage.output, dict(seen)))
+        seen.pop("BENCHMARK", None)
+    return out
+
+
 def plan(s: dict[str, str]) -> list[Stage]:
     """The ordered stages for one model and one learning mode."""
-    if s["LEARNING"] not in ("online", "offline"):
-        raise ThinkJError(f"LEARNING must be online or offline, got {s['LEARNING']!r}")
+    _one_of("LEARNING", s["LEARNING"], ("online", "offline"))
     run, py = Path(s["RUN_DIR"]), "python"
     data, train = run / "data", run / "train"
     source, hard, kept = data / "source.jsonl", data / "difficulty" / "kept.jsonl", data / "dedup" / "kept.jsonl"
@@ -118,13 +244,13 @@ def plan(s: dict[str, str]) -> list[Stage]:
         ]
         final, method = train / "offline" / f"iter_{k}" / "model", "offline (Critic-guided)"
     else:
-        online = train / f"online_{s['RL_ALGO']}"
+        online = train / online_folder(s)
         weights = [x for name in ("W_ACC", "W_FMT", "W_STR") if s[name] for x in ("--weight", f"{name.lower()}={s[name]}")]
         stages += [
             Stage("online", ["thinkj", "train", "rl", "--engine", "verl", "--algo", s["RL_ALGO"], "--model", str(judge_sft),
                              "--data", str(seed / "rl.parquet"), "--out", str(online), "--preset", s["REWARD_PRESET"],
                              *weights, "--nnodes", s["NNODES"], "--gpus-per-node", s["GPUS_PER_NODE"]],
-                  online / "checkpoints" / "latest_checkpointed_iteration.txt"),
+                  online / "checkpoints"),
             Stage("merge", [py, "-m", "thinkj.pipeline", "merge-verl", str(online / "checkpoints"), str(online / "hf")],
                   online / "hf" / "config.json"),
         ]
@@ -146,7 +272,7 @@ def plan(s: dict[str, str]) -> list[Stage]:
     tables = run / "tables"
     stages.append(Stage("tables", ["thinkj", "tables", *s["TABLES"].split(), "--results", str(run / "eval"),
                                    "--out", str(tables)], tables / f"table{s['TABLES'].split()[-1]}.md"))
-    return stages
+    return _with_settings(stages, s)
 
 
 def _profile_hub_id(profile: str) -> str:
@@ -154,8 +280,8 @@ def _profile_hub_id(profile: str) -> str:
     import yaml
 
     path = Path(__file__).resolve().parent.parent / "configs" / "models" / f"{profile}.yaml"
-    if not path.exists():
-        raise FileNotFoundError(f"MODEL_PROFILE={profile!r}: no {path}")
+    if not path.is_file():
+        raise ThinkJError(f"MODEL_PROFILE={profile!r}: no {path}")
     return str(yaml.safe_load(path.read_text())["model_name_or_path"])
 
 
@@ -166,23 +292,100 @@ def merge_verl(checkpoints: Path, out: Path) -> None:
         raise FileNotFoundError(f"{marker} missing: the verl run did not save a checkpoint")
     actor = checkpoints / f"global_step_{marker.read_text().strip()}" / "actor"
     script = Path(__file__).resolve().parent.parent / "scripts" / "merge_verl_checkpoint.sh"
-    subprocess.run(["bash", str(script), str(actor), str(out)], check=True)
+    tmp = out.with_name(out.name + ".tmp")
+    shutil.rmtree(tmp, ignore_errors=True)
+    proc = subprocess.run(["bash", str(script), str(actor), str(tmp)])
+    if proc.returncode != 0:
+        raise StageFailed(f"merging {actor} into {out} failed (exit {proc.returncode})")
+    shutil.rmtree(out, ignore_errors=True)
+    os.replace(tmp, out)  # a half-merged folder never sits under the final name
+
+
+def _counts(output: Path) -> dict[str, object]:
+    """What the completion record says the stage made: lines of a JSONL, files of a folder, the stage summary."""
+    counts: dict[str, object] = {}
+    if output.is_file() and output.suffix == ".jsonl":
+        with open(output, "rb") as handle:
+            counts["rows"] = sum(1 for line in handle if line.strip())
+    elif output.is_dir():
+        counts["files"] = sum(1 for p in output.rglob("*") if p.is_file())
+    summary = output.with_suffix(".summary.json") if output.suffix else output / f"{output.name}.summary.json"
+    if summary.is_file():
+        try:
+            data = json.loads(summary.read_text(encoding="utf-8"))
+            counts.update({k: data[k] for k in ("n_in", "n_out") if k in data})
+        except ValueError:
+            pass
+    return counts
+
+
+def write_record(stage: Stage) -> Path:
+    """The stage's last act: its completion record (settings, command, counts), by temp file + rename."""
+    record = {"stage": stage.name, "settings": stage.settings, "argv": stage.argv, "output": str(stage.output),
+              "counts": _counts(stage.output), "finished": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+    stage.record.parent.mkdir(parents=True, exist_ok=True)
+    tmp = stage.record.with_name(stage.record.name + ".tmp")
+    tmp.write_text(json.dumps(record, indent=1) + "\n", encoding="utf-8")
+    os.replace(tmp, stage.record)
+    return stage.record
+
+
+def is_done(stage: Stage) -> bool:
+    """True when the stage's completion record exists and was made with the same settings; a record made with
+    other settings is an error naming them (reusing it would hand later stages another experiment's output)."""
+    if not stage.record.is_file():
+        return False
+    try:
+        before = json.loads(stage.record.read_text(encoding="utf-8")).get("settings", {})
+    except ValueError:
+        return False  # a damaged record is not a completion record
+    changed = [f"{k}={before.get(k, '')!r} then, {stage.settings.get(k, '')!r} now"
+               for k in sorted(set(before) | set(stage.settings)) if before.get(k, "") != stage.settings.get(k, "")]
+    if changed:
+        raise ThinkJError(f"{stage.record}: stage {stage.name} was done with other settings ({'; '.join(changed)}): "
+                          "use another RUN_DIR, or delete that record to redo the stage and everything after it")
+    return True
+
+
+def _run_logged(argv: list[str], log: Path) -> int:
+    """Run a stage's command, its output shown and copied to ``log``; returns the exit status."""
+    log.parent.mkdir(parents=True, exist_ok=True)
+    with open(log, "ab") as sink:
+        sink.write(f"\n$ {shlex.join(argv)}\n".encode())
+        proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+        assert proc.stdout is not None
+        for chunk in iter(lambda: proc.stdout.read1(1 << 14), b""):
+            sink.write(chunk)
+            sys.stdout.buffer.write(chunk)
+            sys.stdout.flush()
+        return proc.wait()
 
 
 def run_pipeline(s: dict[str, str], out=sys.stdout) -> list[str]:
     """Run (or with DRY_RUN=1 print) the stages in order; returns the names of the stages that ran."""
+    validate(s)
     dry, ran = s["DRY_RUN"] == "1", []
-    for stage in plan(s):
-        if stage.output.exists():
-            print(f"# skip {stage.name}: {stage.output} exists", file=out, flush=True)
+    stages = plan(s)
+    key = s["TEACHER_KEY_ENV"]
+    if not dry and not os.environ.get(key) and not all(is_done(st) for st in stages if st.name == "traces"):
+        # Checked now, not hours later when the difficulty filter is done and the traces stage starts.
+        raise ThinkJError(f"TEACHER_KEY_ENV={key}: the variable {key} holding the teacher's API key is not set "
+                          "(the traces stage needs it; any value for a local teacher that takes none)")
+    for stage in stages:
+        if not ran and is_done(stage):  # after a stage that runs, every later one runs on its new output
+            print(f"# skip {stage.name}: done ({stage.record})", file=out, flush=True)
             continue
         print(f"# stage {stage.name} -> {stage.output}", file=out, flush=True)
         print(stage.line, file=out, flush=True)
         if not dry:
             argv = [sys.executable if stage.argv[0] == "python" else stage.argv[0], *stage.argv[1:]]
-            subprocess.run(argv, check=True)
+            log = Path(s["RUN_DIR"]) / "logs" / f"{stage.name}.log"
+            status = _run_logged(argv, log)
+            if status != 0:
+                raise StageFailed(f"stage {stage.name} failed (exit {status}); its log: {log}")
             if not stage.output.exists():
-                raise RuntimeError(f"stage {stage.name} exited 0 but did not write {stage.output}")
+                raise StageFailed(f"stage {stage.name} exited 0 but did not write {stage.output}; its log: {log}")
+            write_record(stage)
         ran.append(stage.name)
     return ran
 

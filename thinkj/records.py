@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from collections.abc import Iterable, Iterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -119,16 +120,36 @@ class PreferencePair:
                    row["response_a"], row["response_b"], label, strength, meta)
 
 
+_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F][0-9a-fA-F]{2}")
+
+
 def read_jsonl(path: str | os.PathLike) -> Iterator[tuple[int, Any]]:
-    """Stream (line number, parsed object) from a JSONL file; blank lines are skipped."""
-    with open(path, encoding="utf-8") as handle:
-        for lineno, text in enumerate(handle, start=1):
+    """Stream (line number, parsed object) from a JSONL file; blank lines are skipped.
+
+    Bytes that are not UTF-8 and ``\\uD800``-style escapes of lone surrogates (text no later stage could
+    write back) fail here, at the line that holds them, not after hours of inference."""
+    if Path(path).is_dir():
+        raise RecordError("is a folder, expected a JSONL file", path=path)
+    with open(path, "rb") as handle:
+        for lineno, raw in enumerate(handle, start=1):
+            try:
+                text = raw.decode("utf-8")
+            except UnicodeDecodeError as err:
+                raise RecordError(f"not UTF-8 text (byte {err.start}: {err.reason}); a binary file?", path=path,
+                                  line=lineno) from None
             if not text.strip():
                 continue
             try:
-                yield lineno, json.loads(text)
+                row = json.loads(text)
             except json.JSONDecodeError as err:
                 raise RecordError(f"invalid JSON ({err.msg} at column {err.colno})", path=path, line=lineno) from None
+            if _SURROGATE_ESCAPE.search(text):
+                try:
+                    json.dumps(row, ensure_ascii=False).encode("utf-8")
+                except UnicodeEncodeError:
+                    raise RecordError("holds a lone surrogate escape (\\ud800-\\udfff without its pair): not "
+                                      "encodable text", path=path, line=lineno) from None
+            yield lineno, row
 
 
 def load_pairs(path: str | os.PathLike, *, skip_invalid: bool = False,

@@ -25,7 +25,7 @@ def traces_cmd(
     out: Path = typer.Argument(..., help="JSONL of traces that pass the accuracy filter"),
     model: str = typer.Option("deepseek-reasoner", help="teacher model name sent to the server"),
     base_url: str = typer.Option("https://api.deepseek.com/v1", help="OpenAI-compatible base URL (…/v1)"),
-    api_key_env: str = typer.Option("OPENAI_API_KEY", help="environment variable holding the API key"),
+    api_key_env: str = typer.Option("OPENAI_API_KEY", help="environment variable holding the API key ('' = none)"),
     template: str = typer.Option("judge_strength_v1", help="prompt template the teacher sees"),
     temperature: float = typer.Option(0.0, help="paper Appendix B.1 uses 0.0"),
     max_new_tokens: int = typer.Option(8192),
@@ -34,7 +34,10 @@ def traces_cmd(
     timeout: float = typer.Option(600.0, help="seconds per request"),
     cache: Path = typer.Option(None, help="result cache (default: OUT's folder/cache.sqlite)"),
 ) -> None:
-    """Ask the teacher for a judgment with thinking on every pair; keep traces whose verdict matches the label."""
+    """Ask the teacher for a judgment with thinking on every pair; keep traces whose verdict matches the label.
+
+    Exits 1 when any call failed (the successes are written and cached; a rerun retries only the failures)
+    or when no trace was kept."""
     import json
 
     from thinkj.data.traces import run_traces
@@ -97,7 +100,11 @@ def teacher_serve_cmd(
     seed: int = typer.Option(0),
 ) -> None:
     """Serve the scripted R1 stand-in for the synthetic task on HOST:PORT until interrupted."""
+    from thinkj.checks import check_range
     from thinkj.teacher_server import TeacherConfig, serve_forever
 
+    check_range("--port", port, low=1, high=65535)
+    for option, rate in (("--error-rate", error_rate), ("--empty-explanation-rate", empty_explanation_rate)):
+        check_range(option, rate, low=0, high=1)
     serve_forever(TeacherConfig(error_rate=error_rate, empty_explanation_rate=empty_explanation_rate,
                                 inline_think=inline_think, seed=seed), host=host, port=port)

@@ -22,7 +22,9 @@ from typing import Any
 
 import numpy as np
 
+from thinkj.checks import check_distinct_paths
 from thinkj.data.traces import trace_pair
+from thinkj.errors import ThinkJError
 from thinkj.prompts import judge_output
 from thinkj.records import RecordError, read_jsonl, write_jsonl
 
@@ -65,6 +67,7 @@ def length_stats(lengths: list[int]) -> dict[str, float]:
 def run_clip(traces_path: str | os.PathLike, out_path: str | os.PathLike, *, tokenizer: str | None = None) -> dict[str, Any]:
     """Clip every trace; write the kept ones and a summary with token-length statistics before and after."""
     traces_path, out_path = Path(traces_path), Path(out_path)
+    check_distinct_paths("TRACES", traces_path, "OUT", out_path)
     count, unit = make_counter(tokenizer)
     kept, full_texts, targets = [], [], []
     n_in = empty = no_strength = 0
@@ -90,6 +93,11 @@ def run_clip(traces_path: str | os.PathLike, out_path: str | os.PathLike, *, tok
         targets.append(target)
         kept.append({"pair": pair.to_dict(), "explanation": explanation, "target": target, "verdict": row["verdict"],
                      "strength": strength})
+    if n_in == 0:
+        raise ThinkJError(f"{traces_path}: no traces to clip (the file is empty)")
+    if not kept:
+        raise ThinkJError(f"{traces_path}: none of the {n_in} traces has an explanation and a strength to keep "
+                          f"({empty} empty explanations, {no_strength} without strength): nothing to write")
     write_jsonl(out_path, kept)
     summary = {"stage": "clip", "input": str(traces_path), "output": str(out_path), "n_in": n_in, "n_out": len(kept),
                "dropped_empty_explanation": empty, "dropped_no_strength": no_strength, "length_unit": unit,

@@ -148,8 +148,14 @@ def run_dedup(in_path: str | os.PathLike, out_path: str | os.PathLike, *, thresh
     Embeddings are saved beside the output (``.npy``) and reused when their row count matches, so a rerun
     with another threshold does not embed again.
     """
+    from thinkj.checks import check_device, check_distinct_paths, check_output_file, check_range
     from thinkj.records import load_pairs, write_jsonl
 
+    check_range("--threshold", threshold, low=0, low_open=True, high=1)  # similarity in (0, 1]: 0 would drop all
+    check_range("--batch-size", batch_size, low=1)
+    check_device("--device", device)
+    check_distinct_paths("--in", in_path, "--out", out_path)
+    check_output_file("--out", out_path)
     pairs = load_pairs(in_path)
     out_path = Path(out_path)
     emb_path = Path(embeddings_path) if embeddings_path else out_path.with_suffix(".embeddings.npy")

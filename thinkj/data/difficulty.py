@@ -63,16 +63,33 @@ def run_difficulty(in_path: str | os.PathLike, out_path: str | os.PathLike, *, m
     otherwise ``make_backend(backend, model, **backend_kwargs)``. Tie pairs cannot be judged wrong by an a/b
     judge in a meaningful way, so they are left out and counted.
     """
+    from thinkj.checks import (
+        check_backend_args,
+        check_distinct_paths,
+        check_output_file,
+        check_range,
+        check_sampling,
+        check_template_kind,
+    )
     from thinkj.inference import make_backend
 
     out_path = Path(out_path)
-    out_path.parent.mkdir(parents=True, exist_ok=True)
+    check_sampling(temperature, top_p, max_new_tokens, k)
+    check_range("--min-failures", min_failures, low=1, high=k)  # more failures than samples keeps nothing
+    check_range("--limit", limit, low=1)
+    check_range("--chunk", chunk, low=1)
+    check_template_kind("--template", template, ("judge", "direct"))
+    check_distinct_paths("--in", in_path, "--out", out_path)
+    check_output_file("--out", out_path)
+    if backend_obj is None:
+        check_backend_args(backend, backend_kwargs or {})
     pairs = load_pairs(in_path)[:limit] if limit else load_pairs(in_path)
     ties = [p for p in pairs if p.label == "tie"]
     judged = [p for p in pairs if p.label != "tie"]
     params = SamplingParams(temperature=temperature, top_p=top_p, max_new_tokens=max_new_tokens, n=k, seed=seed)
+    engine = backend_obj or make_backend(backend, model, **(backend_kwargs or {}))  # a bad model fails before any write
+    out_path.parent.mkdir(parents=True, exist_ok=True)
     cache = ResultCache(cache_path or out_path.with_suffix(".cache.sqlite"))
-    engine = backend_obj or make_backend(backend, model, **(backend_kwargs or {}))
     cached = CachedBackend(engine, cache, tag=template)
     try:
         per_pair = judge_k_times(cached, judged, template, params, strict=strict, chunk=chunk) if judged else []

@@ -9,7 +9,9 @@
   ``extra_info``) and ``rl_pairs.jsonl`` (the same pairs as PreferencePair JSONL, for TRL). By default the
   RL pairs are the clipped pairs; pass another PreferencePair file to train RL on other data.
 
-All files go into one folder with a merged ``dataset_info.json`` and ``seed_set.summary.json``.
+All files go into one folder with a merged ``dataset_info.json`` and ``seed_set.summary.json``. Every input
+(the clipped traces and ``--rl-pairs``) is read and checked before the first file is written, so a bad input
+leaves no half-made seed set behind.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ import os
 from pathlib import Path
 from typing import Any
 
+from thinkj.checks import check_output_dir
 from thinkj.data.traces import trace_pair
 from thinkj.errors import ThinkJError
 from thinkj.export.llamafactory import write_sft_dataset
@@ -50,10 +53,13 @@ def run_seed_set(clipped_path: str | os.PathLike, out_dir: str | os.PathLike, *,
         pairs.append(pair)
     if not pairs:
         raise ThinkJError(f"{clipped_path}: no clipped traces to build a seed set from")
+    rl = load_pairs(rl_pairs) if rl_pairs else pairs  # read (and validated) before anything is written
+    if not rl:
+        raise ThinkJError(f"{rl_pairs}: no RL pairs in the file")
+    check_output_dir("OUT_DIR", out)
     out.mkdir(parents=True, exist_ok=True)
     n_judge = write_sft_dataset(out, JUDGE_DATASET, judge_rows)
     n_critic = write_sft_dataset(out, CRITIC_DATASET, critic_rows)
-    rl = load_pairs(rl_pairs) if rl_pairs else pairs
     rl_jsonl = out / "rl_pairs.jsonl"
     write_jsonl(rl_jsonl, rl)
     verl = write_verl_parquet(out / "rl.parquet", rl, template)

@@ -10,6 +10,11 @@ Output: ``out`` (JSONL; ``pair`` -- the PreferencePair as a dict, with the gold 
 teacher's ``reasoning``, ``content``, ``verdict`` and ``strength``),
 ``<out>.summary.json`` (counts in / kept / wrong / unparsable / failed calls, token usage) and the cache
 ``<out>.cache.sqlite`` unless another is named.
+
+A run is complete only when every call succeeded and at least one trace was kept. The key variable is checked
+before the first call; when calls failed (after their retries) or nothing was kept, the successes are still
+written (and cached) and :class:`~thinkj.errors.StageIncomplete` is raised, so the command exits non-zero and
+the pipeline does not mark the stage done; a rerun asks the teacher only for the failed items.
 """
 
 from __future__ import annotations
@@ -20,6 +25,8 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
+from thinkj.checks import check_distinct_paths, check_range
+from thinkj.errors import StageIncomplete, ThinkJError
 from thinkj.inference.base import SamplingParams
 from thinkj.inference.cache import ResultCache
 from thinkj.inference.http_client import ChatResult, OpenAIChatBackend
@@ -66,8 +73,17 @@ def run_traces(pairs_path: str | os.PathLike, out_path: str | os.PathLike, *, mo
                progress: bool = True) -> dict[str, Any]:
     """Collect teacher traces for every non-tie pair, write the ones with the right verdict and a summary."""
     pairs_path, out_path = Path(pairs_path), Path(out_path)
-    out_path.parent.mkdir(parents=True, exist_ok=True)
+    check_distinct_paths("PAIRS", pairs_path, "OUT", out_path)
+    check_range("--temperature", temperature, low=0)
+    check_range("--max-new-tokens", max_new_tokens, low=1)
+    check_range("--concurrency", max_concurrency, low=1)
+    check_range("--timeout", timeout, low=0, low_open=True)
+    check_range("--max-retries", max_retries, low=0)
+    if api_key_env and not os.environ.get(api_key_env):
+        raise ThinkJError(f"--api-key-env {api_key_env}: the environment variable {api_key_env} holding the teacher's "
+                          "API key is not set (pass --api-key-env '' for a server that needs no key)")
     all_pairs = load_pairs(pairs_path)
+    out_path.parent.mkdir(parents=True, exist_ok=True)
     pairs = [p for p in all_pairs if p.label in ("a", "b")]  # a tie has no right side to filter on
     cache = ResultCache(cache_path or out_path.with_suffix(".cache.sqlite"))
     backend = OpenAIChatBackend(model, base_url, api_key_env=api_key_env, max_concurrency=max_concurrency, timeout=timeout,
@@ -88,4 +104,13 @@ def run_traces(pairs_path: str | os.PathLike, out_path: str | os.PathLike, *, mo
     }
     cache.close()
     out_path.with_suffix(".summary.json").write_text(json.dumps(summary, indent=1))
+    failed = summary["failed_calls"]
+    if failed:
+        first = next(r.error for r in results if not r.ok)
+        raise StageIncomplete(f"{out_path}: {failed} of {len(pairs)} teacher calls failed after retries (first: "
+                              f"{' '.join(str(first).split())[:160]}); the {len(kept)} kept traces are written and every "
+                              "answer is cached: rerun the same command to retry only the failed calls")
+    if not kept:
+        raise StageIncomplete(f"{out_path}: no trace passed the accuracy filter ({len(pairs)} pairs asked, "
+                              f"{summary['wrong']} wrong, {summary['unparsable']} unparsable): the output is empty")
     return summary

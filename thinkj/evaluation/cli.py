@@ -30,7 +30,7 @@ def _pairs(values: list[str] | None, what: str) -> dict[str, object]:
     out: dict[str, object] = {}
     for item in values or []:
         if "=" not in item:
-            raise typer.BadParameter(f"{what} must look like key=value, got {item!r}")
+            raise typer.BadParameter(f"{what} must look like key=value, got {item!r}", param_hint=what)
         key, value = item.split("=", 1)
         out[key.strip()] = value
     return out
@@ -67,10 +67,20 @@ def run(benchmark: str = typer.Argument(..., help=BENCH_HELP),
         protocol: str = typer.Option("single", help="single | pair"),
         unparsed_half: bool = typer.Option(False, help="score unparsable verdicts 0.5 instead of 0")) -> None:
     """Judge BENCHMARK in both orders, write judgment records and results JSON (resumable)."""
+    from thinkj.checks import check_backend_args, check_output_dir, check_range, check_sampling, check_template_kind
     from thinkj.evaluation.run import EvalConfig, run_eval
     from thinkj.inference.base import SamplingParams
+    from thinkj.inference.identity import check_model_source
 
+    check_sampling(temperature, top_p, max_new_tokens)  # one line naming the option, before any model loads
+    for option, value in (("--limit", limit), ("--chunk", chunk), ("--batch-size", batch_size)):
+        check_range(option, value, low=1)
+    check_template_kind("--template", template, ("judge", "direct", "double_score"))
+    check_output_dir("--out", out)
     kwargs = _typed(_pairs(backend_arg, "--backend-arg"))
+    check_backend_args(backend, kwargs)
+    if backend in ("hf", "vllm", "classifier"):  # before the benchmark loads: a missing model folder fails at once
+        check_model_source(model)
     if batch_size is not None and backend in ("hf", "classifier"):  # vLLM and servers batch by themselves
         kwargs["batch_size"] = batch_size
     cfg = EvalConfig(benchmark, model, backend, template, data, split, limit, out,

@@ -55,11 +55,15 @@ class LazyBackend:
     """
 
     def __init__(self, backend: str, model: str, kwargs: dict[str, Any]):
-        from thinkj.inference import _BACKENDS
+        from thinkj.inference import _BACKENDS, LOCAL_ENGINES
+        from thinkj.inference.identity import check_model_source
 
         if backend not in _BACKENDS:  # fail before any work, not at the first cache miss
             raise UnknownNameError(f"unknown backend {backend!r}; available: {', '.join(sorted(_BACKENDS))}, {SCALAR_BACKEND}")
         self.backend, self.name, self.kwargs = backend, str(model), kwargs
+        self.revision = kwargs.get("revision")
+        if backend in LOCAL_ENGINES:  # a missing model folder fails now, even when the cache could answer
+            check_model_source(self.name, self.revision)
         self._inner: InferenceBackend | None = None
 
     def generate(self, conversations, params: SamplingParams) -> list[list[str]]:

@@ -22,6 +22,7 @@ from typing import Any
 from thinkj.errors import ThinkJError
 from thinkj.inference.base import Messages, SamplingParams
 from thinkj.inference.cache import ResultCache, cache_key
+from thinkj.inference.identity import model_identity
 from thinkj.progress import progress_bar
 from thinkj.records import PreferencePair
 
@@ -116,10 +117,11 @@ def scalar_records(scorer: ScalarScorer, pairs: list[PreferencePair], cache: Res
     """
     texts: dict[str, str] = {}
     keys: dict[tuple[str, str], str] = {}
+    identity = model_identity(scorer.name)  # a retrained classifier at the same path is scored again
     for pair in pairs:
         for side, response in (("a", pair.response_a), ("b", pair.response_b)):
             text = scorer.text(pair.messages, response)
-            key = cache_key(scorer.name, "scalar", [{"role": "text", "content": text}], SamplingParams(), 0)
+            key = cache_key(identity, "scalar", [{"role": "text", "content": text}], SamplingParams(), 0)
             keys[(pair.id, side)] = key
             texts[key] = text
     scores: dict[str, float] = {}

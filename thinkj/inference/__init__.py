@@ -19,9 +19,16 @@ def register_backend(name: str, target: str) -> None:
     _BACKENDS[name] = target
 
 
+LOCAL_ENGINES = ("hf", "vllm")  # backends that load the model here (an HTTP backend names a served model)
+
+
 def make_backend(name: str, model: str, **kwargs: Any) -> InferenceBackend:
     import importlib
 
+    from thinkj.inference.identity import check_model_source
+
+    if name in LOCAL_ENGINES:
+        check_model_source(str(model), kwargs.get("revision"))
     module, cls = _BACKENDS.lookup(name).split(":")
     return getattr(importlib.import_module(module), cls)(model, **kwargs)
 

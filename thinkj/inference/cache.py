@@ -1,9 +1,12 @@
 """A persistent result cache for generation, so interrupted stages resume and finished ones rerun for free.
 
-Each completion is stored under a key made of (model, template tag, messages, sampling params without
-``n``, sample index): asking for 8 samples after 4 were cached generates only what is missing. The
+Each completion is stored under a key made of (model identity, template tag, messages, sampling params
+without ``n``, sample index): asking for 8 samples after 4 were cached generates only what is missing. The
 store is SQLite in WAL mode, written one row per finished call, so a kill loses at most calls in
 flight. Failures are recorded too (with the error text), never silently dropped.
+
+The model identity (:func:`thinkj.inference.identity.model_identity`) is the model's fingerprint, not its
+path: a model retrained into the same folder is judged again, never served the old model's answers.
 
     cache = ResultCache(run_dir / "cache.sqlite")
     backend = CachedBackend(make_backend("hf", model), cache, tag="judge_strength_v1")
@@ -19,6 +22,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from thinkj.inference.base import InferenceBackend, Messages, SamplingParams
+from thinkj.inference.identity import model_identity
 
 
 def cache_key(model: str, tag: str, messages: Messages, params: SamplingParams, sample: int) -> str:
@@ -79,17 +83,21 @@ class ResultCache:
 class CachedBackend:
     """Wrap any backend: only (conversation, sample index) pairs missing from the cache are generated."""
 
-    def __init__(self, backend: InferenceBackend, cache: ResultCache, tag: str = ""):
+    def __init__(self, backend: InferenceBackend, cache: ResultCache, tag: str = "", identity: str | None = None):
         self.backend, self.cache, self.tag = backend, cache, tag
         self.name = backend.name
         self.hits = self.misses = self.failures = 0
+        records_itself = hasattr(backend, "cache")
+        # A backend that keys its own records (HTTP: a served model name) is keyed on that name, so the keys agree.
+        self.identity = identity or (backend.name if records_itself else
+                                     model_identity(backend.name, getattr(backend, "revision", None)))
         if getattr(backend, "cache", ...) is None:
             # A backend that records per-call results and failures itself (the HTTP client) shares our cache, so a
             # call that failed after its retries stays a recorded failure instead of a stored empty answer.
             backend.cache, backend.tag = cache, tag
 
     def generate(self, conversations: list[Messages], params: SamplingParams) -> list[list[str]]:
-        keys = [[cache_key(self.name, self.tag, conv, params, k) for k in range(params.n)] for conv in conversations]
+        keys = [[cache_key(self.identity, self.tag, conv, params, k) for k in range(params.n)] for conv in conversations]
         results: list[list[str | None]] = [[self.cache.get(k) for k in row] for row in keys]
         todo = [i for i, row in enumerate(results) if any(text is None for text in row)]
         self.hits += sum(t is not None for row in results for t in row)

@@ -45,12 +45,22 @@ def rl(
     dry_run: bool = typer.Option(False, help="verl: print the command only"),
 ) -> None:
     """Online RL of the judge with the Think-J rule-based reward (TRL GRPO on one machine, verl on GPU clusters)."""
+    from thinkj.checks import check_device, check_range
     from thinkj.online.verl_launch import ALGOS, LaunchError, parse_weights
 
     try:
         weights = parse_weights(weight)
     except LaunchError as err:
         raise typer.BadParameter(str(err)) from None
+    for name, value in weights.items():  # a nan weight would train on nan rewards
+        check_range(f"--weight {name}", value if isinstance(value, (int, float)) else None)
+    for option, number in (("--steps", steps), ("--num-generations", num_generations),
+                           ("--prompts-per-step", prompts_per_step), ("--max-completion-length", max_completion_length),
+                           ("--nnodes", nnodes), ("--gpus-per-node", gpus_per_node)):
+        check_range(option, number, low=1)
+    check_range("--lr", lr, low=0, low_open=True)
+    check_range("--beta", beta, low=0)
+    check_device("--device", device)
     if algo not in ALGOS:
         raise typer.BadParameter(f"--algo {algo!r}: choose from grpo, ppo, reinforce_pp")
     if engine == "trl":

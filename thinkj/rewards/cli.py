@@ -51,19 +51,42 @@ def score(name: str, text: list[str] = typer.Option(..., help="completion text; 
           group: bool = typer.Option(False, help="score the texts together with the group-level reward"),
           set_: list[str] = typer.Option([], "--set", help="weight override key=value (JSON value)")) -> None:
     """Print the reward dict of each text (JSON lines)."""
+    from thinkj.checks import check_range
+    from thinkj.errors import ThinkJError
     from thinkj.rewards import get_preset
     from thinkj.rewards.group import get_group_reward
 
-    weights = {k: _value(v) for k, v in (item.split("=", 1) for item in set_)}
+    weights = {}
+    for item in set_:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise ThinkJError(f"--set {item!r}: expected key=value")
+        weights[key] = _value(value)
+        if isinstance(weights[key], float):
+            check_range(f"--set {key}", weights[key])
+    if gt.lstrip()[:1] in ("{", "[") and not isinstance(_value(gt), (dict, list)):
+        raise ThinkJError(f"--gt {gt!r}: not valid JSON")
     truth = _value(gt)
-    if group:
-        results = get_group_reward(name).score("", list(text), [truth] * len(text), **weights)
-    else:
-        preset = get_preset(name)
-        results = [preset(t, truth, **weights) for t in text]
+    reward = get_group_reward(name) if group else get_preset(name)
+    for key, value in weights.items():
+        if key not in reward.defaults:
+            raise ThinkJError(f"--set {key}: {name} has no such weight; its weights: {', '.join(sorted(reward.defaults))}")
+        default = reward.defaults[key]
+        if isinstance(default, (int, float)) and not isinstance(default, bool) and (
+                not isinstance(value, (int, float)) or isinstance(value, bool)):
+            raise ThinkJError(f"--set {key}={value!r}: must be a number (default {default!r})")
+    try:
+        if group:
+            results = reward.score("", list(text), [truth] * len(text), **weights)
+        else:
+            results = [reward(t, truth, **weights) for t in text]
+    except ValueError as err:  # the ground truth does not fit the reward
+        raise ThinkJError(f"--gt {gt!r}: {' '.join(str(err).split())}") from None
     for result in results:
         typer.echo(json.dumps(result, default=str))
 
 
 if __name__ == "__main__":
-    app()
+    from thinkj.errors import exit_on_user_error, run_typer
+
+    exit_on_user_error(lambda: run_typer(app))

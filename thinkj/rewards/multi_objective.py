@@ -40,16 +40,34 @@ HS2_ATTRIBUTES = ("helpfulness", "correctness", "coherence", "complexity", "verb
 MULTI_KEYS = ("score", "exact", "off_by_one", "mae", "format", "structural_failure", "perfect", "n_pred")
 MULTI_DEFAULTS: dict[str, Any] = {"w_exact": 0.3, "w_off": 0.3, "w_mae": 0.25, "w_format": 0.15, "exact_bonus": 0.3,
                                   "max_mae": 5.0, "failure_penalty": -0.5, "perfect_bonus": 0.1}
-_INT = re.compile(r"(?<![\w.])-?\d+(?![\w.]*\d)")
+_RUN = re.compile(r"[\w.]+")
+_LEADING_DIGITS = re.compile(r"\d+")
+_DIGIT = re.compile(r"\d")
 _ONLY_DIGITS = re.compile(r"^[\d\s]+$")
 _MAX_ITEMS = 64  # a completion listing more numbers than this is a failure, not a slow parse
+_MAX_DIGITS = 18  # longer digit runs are clamped: int() of > 4,300 digits raises, and no score is that large
+
+
+def _integers(text: str):
+    """Standalone integers: a run of word characters and dots that starts with digits and holds no further digit
+    (``3``, ``3rd``, ``-2``; not ``3.5``, ``v2``, ``3a4``); a ``-`` not glued to a word makes it negative.
+    One pass over the runs, so linear in the text (a lookahead pattern backtracked quadratically on long runs)."""
+    for run in _RUN.finditer(text):
+        digits = _LEADING_DIGITS.match(run.group())
+        if digits is None or _DIGIT.search(run.group(), digits.end()):
+            continue
+        start = run.start()
+        negative = start > 0 and text[start - 1] == "-" and not (start > 1 and _RUN.match(text[start - 2]))
+        value = digits.group()
+        number = int(value) if len(value) <= _MAX_DIGITS else 10 ** _MAX_DIGITS
+        yield -number if negative else number
 
 
 def parse_scores(text: Any) -> list[int]:
     """Every standalone integer in the text, in order (never raises)."""
     if not isinstance(text, str):
         return []
-    return [int(m.group()) for m in itertools.islice(_INT.finditer(text), _MAX_ITEMS + 1)]
+    return list(itertools.islice(_integers(text), _MAX_ITEMS + 1))
 
 
 def scores_ground_truth(gt: Any) -> list[int]:

@@ -48,8 +48,10 @@ from thinkj.rewards.judge import normalize_ground_truth
 
 XML_KEYS = ("score", "acc", "format", "length_bonus", "notes_tokens", "group_acc", "pred")
 
-_JUDGEMENT = re.compile(r"<judgement>\s*([^<]*?)\s*</judgement>", re.IGNORECASE)
-_NOTES = re.compile(r"<notes>(.*?)</notes>", re.DOTALL)
+# Linear time on any input (a 100 KB completion must not stall a reward worker): the judgement's content cannot
+# hold "<", so a greedy class then the closing tag never backtracks; notes are found with str.find, not a lazy
+# DOTALL pattern (which rescanned the rest of the text from every unclosed <notes>: 12 s on 14 K of them).
+_JUDGEMENT = re.compile(r"<judgement>([^<]*)</judgement>", re.IGNORECASE)
 _STRICT = re.compile(r"\s*<notes>(?P<notes>.*?)</notes>\s*<judgement>\s*(?P<j>[AB])\s*</judgement>\s*", re.DOTALL)
 _PIECE = re.compile(r"\w+|[^\w\s]")
 
@@ -76,11 +78,19 @@ def parse_xml_judgement(text: Any) -> tuple[str, bool, str]:
         letter = letters.pop()
         if letter in ("A", "B"):
             choice = letter.lower()
-    strict = _STRICT.fullmatch(text)
-    well_formed = bool(strict and strict.group("notes").strip() and text.count("<notes>") == 1
-                       and text.count("<judgement>") == 1)
-    notes = _NOTES.search(text)
-    return choice, well_formed, notes.group(1) if notes else ""
+    # Counted first: with one <notes> and one <judgement> the strict pattern matches in one pass.
+    strict = _STRICT.fullmatch(text) if text.count("<notes>") == 1 and text.count("<judgement>") == 1 else None
+    well_formed = bool(strict and strict.group("notes").strip())
+    return choice, well_formed, _notes(text)
+
+
+def _notes(text: str) -> str:
+    """The text between the first ``<notes>`` and the ``</notes>`` after it ("" when there is none)."""
+    start = text.find("<notes>")
+    if start < 0:
+        return ""
+    end = text.find("</notes>", start + len("<notes>"))
+    return text[start + len("<notes>"):end] if end >= 0 else ""
 
 
 def length_bonus(n_tokens: int, target_tokens: float = 128, len_width: float = 128) -> float:

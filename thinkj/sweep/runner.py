@@ -105,6 +105,27 @@ def _run_inprocess(command: str, log: Path) -> int:
     return 0
 
 
+def check_ray_cluster(address: str | None, timeout: float = 5.0) -> None:
+    """Fail before any submission when no Ray cluster answers (``ray job submit`` would fail once per run)."""
+    import shutil
+    import urllib.error
+    import urllib.request
+
+    address = address or os.environ.get("RAY_ADDRESS")
+    if not address:
+        raise ThinkJError("--launcher ray needs --ray-address or $RAY_ADDRESS (the dashboard of a running cluster, "
+                          "see scripts/ray_cluster.sh)")
+    if shutil.which("ray") is None:
+        raise ThinkJError("--launcher ray: the `ray` command is not on PATH (install ray[default])")
+    url = address if "://" in address else f"http://{address}"
+    try:
+        with urllib.request.urlopen(f"{url.rstrip('/')}/api/version", timeout=timeout):
+            pass
+    except (urllib.error.URLError, OSError, ValueError) as err:
+        reason = getattr(err, "reason", err)
+        raise ThinkJError(f"--ray-address {address}: no Ray cluster answers there ({reason})") from None
+
+
 def ray_submit_command(run: Run, address: str | None = None) -> list[str]:
     """``ray job submit`` for one run: its steps, then the done marker, as one entrypoint on the cluster."""
     marker = shlex.join([sys.executable, "-m", "thinkj.sweep.runner", "mark-done", str(run.run_dir),
@@ -168,7 +189,14 @@ def run_sweep(spec: SweepSpec, sweep_dir: Path, launcher: str = "local", only: l
     """Launch every unfinished run; returns {"launched", "skipped", "failed", "submitted", "runs"}."""
     if launcher not in LAUNCHERS:
         raise ThinkJError(f"launcher must be one of {LAUNCHERS}, got {launcher!r}")
-    runs = [r for r in expand(spec, sweep_dir) if not only or r.name in only or r.name.rsplit("-", 1)[0] in only]
+    every = expand(spec, sweep_dir)
+    for item in only or []:
+        if not any(item in (r.name, r.name.rsplit("-", 1)[0]) for r in every):
+            raise ThinkJError(f"--only {item!r} matches no run of sweep {spec.name!r}; runs: "
+                              f"{', '.join(r.name for r in every[:6])}{' …' if len(every) > 6 else ''}")
+    if launcher == "ray":
+        check_ray_cluster(ray_address)
+    runs = [r for r in every if not only or r.name in only or r.name.rsplit("-", 1)[0] in only]
     summary: dict[str, Any] = {"launched": [], "skipped": [], "failed": [], "submitted": [], "runs": [r.name for r in runs]}
     state = None if launcher == "print" else SweepState(sweep_dir, spec)
     step_fn: Callable[[str, Path], int] = _run_inprocess if launcher == "inprocess" else _run_subprocess

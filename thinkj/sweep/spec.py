@@ -22,6 +22,7 @@ from __future__ import annotations
 import hashlib
 import itertools
 import json
+import math
 import re
 import shlex
 from dataclasses import dataclass, field
@@ -67,7 +68,16 @@ def load_spec(path: str | Path, overrides: dict[str, Any] | None = None) -> Swee
     path = Path(path)
     if not path.exists():
         raise FileNotFoundError(f"sweep spec {path} does not exist")
-    raw = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+    if path.is_dir():
+        raise RecordError("is a folder, expected a sweep spec YAML file", path=path)
+    try:
+        raw = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+    except UnicodeDecodeError as err:
+        raise RecordError(f"not UTF-8 text (byte {err.start}); a binary file?", path=path) from None
+    except yaml.YAMLError as err:
+        mark = getattr(err, "problem_mark", None)
+        problem = " ".join(str(getattr(err, "problem", None) or err).split())
+        raise RecordError(f"not valid YAML: {problem}", path=path, line=None if mark is None else mark.line + 1) from None
     if not isinstance(raw, dict):
         raise RecordError("a sweep spec is a YAML mapping", path=path)
     unknown = set(raw) - SPEC_KEYS
@@ -82,6 +92,7 @@ def load_spec(path: str | Path, overrides: dict[str, Any] | None = None) -> Swee
                      runs=list(raw.get("runs") or []), tags=dict(raw.get("tags") or {}),
                      table=None if raw.get("table") is None else str(raw["table"]), table_spec=raw.get("table_spec"),
                      description=str(raw.get("description", "")), name_keys=raw.get("name_keys"), path=path)
+    check_overrides(spec, overrides or {})
     for key, value in (overrides or {}).items():
         if key in spec.grid:
             spec.grid[key] = value if isinstance(value, list) else [value]
@@ -97,11 +108,50 @@ def parse_overrides(items: list[str] | None) -> dict[str, Any]:
     """``key=value`` strings; values are read as YAML (``0.5`` -> float, ``[1, 0]`` -> list)."""
     out: dict[str, Any] = {}
     for item in items or []:
-        if "=" not in item:
-            raise ThinkJError(f"--set expects key=value, got {item!r}")
-        key, value = item.split("=", 1)
-        out[key.strip()] = yaml.safe_load(value)
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise ThinkJError(f"--set {item!r}: expected key=value")
+        try:
+            out[key.strip()] = yaml.safe_load(value)
+        except yaml.YAMLError as err:
+            problem = " ".join(str(getattr(err, "problem", None) or err).split())
+            raise ThinkJError(f"--set {item!r}: the value is not valid YAML ({problem})") from None
     return out
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def check_overrides(spec: SweepSpec, overrides: dict[str, Any]) -> None:
+    """An override must name a setting the spec has (a typo would change every run's hash and launch duplicates)
+    and keep its kind: a number stays a finite number, a boolean a boolean."""
+    existing: dict[str, list[Any]] = {k: [v] for k, v in spec.settings.items()}
+    for axis, values in spec.grid.items():
+        existing.setdefault(axis, []).extend(v for v in values if not isinstance(v, dict))
+        for value in values:
+            for k, v in (value.items() if isinstance(value, dict) else ()):
+                existing.setdefault(k, []).append(v)
+    for entry in spec.runs:
+        for k, v in (entry.items() if isinstance(entry, dict) else ()):
+            existing.setdefault(k, []).append(v)
+    for key, value in overrides.items():
+        if key not in existing:
+            import difflib
+
+            close = difflib.get_close_matches(key, existing, n=1)
+            hint = f" (did you mean {close[0]!r}?)" if close else ""
+            raise ThinkJError(f"--set {key}: {spec.path} has no setting or grid axis {key!r}{hint}; "
+                              f"known: {', '.join(sorted(existing))}")
+        new = value if isinstance(value, list) and key in spec.grid else [value]
+        old = [v for v in existing[key] if v is not None]
+        for item in new:
+            if isinstance(item, float) and not math.isfinite(item):
+                raise ThinkJError(f"--set {key}={item!r}: must be a finite number")
+            if old and all(_is_number(v) for v in old) and not _is_number(item):
+                raise ThinkJError(f"--set {key}={item!r}: must be a number, like the spec's {old[0]!r}")
+            if old and all(isinstance(v, bool) for v in old) and not isinstance(item, bool):
+                raise ThinkJError(f"--set {key}={item!r}: must be true or false, like the spec's {old[0]!r}")
 
 
 def settings_hash(settings: dict[str, Any]) -> str:

@@ -34,10 +34,13 @@ _OVERRIDES_HELP = "LlamaFactory key=value overrides, applied last (e.g. learning
 
 def _launch(kind: str, config: str, overrides: list[str] | None, model: str | None, run_dir: Path, name: str | None,
             device: str, global_batch: int | None, force: bool, dry_run: bool) -> None:
+    from thinkj.checks import check_device, check_range
     from thinkj.paths import run_dir as make_run_dir
     from thinkj.train.config import ConfigError
     from thinkj.train.launch import run_stage
 
+    check_range("--global-batch", global_batch, low=1)
+    check_device("--device", device)
     try:
         out = run_stage(kind, config, profile=model, overrides=overrides or [], run_dir=make_run_dir(run_dir),
                         name=name, device=None if device == "auto" else device, global_batch_size=global_batch,

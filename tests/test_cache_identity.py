@@ -1,0 +1,85 @@
+"""The generation cache is keyed on the model, not its path: a model retrained into the same folder is judged again.
+
+Both consumers of the cache are checked end to end with the real HF backend on the tiny model: ``thinkj eval run``
+and the difficulty filter. On the old code (key = path) the second run after the rebuild was served entirely from
+the cache (0 generated) and reported the old model's judgments.
+"""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+from test_evaluation_run import write_rewardbench_fixture
+from typer.testing import CliRunner
+
+from thinkj.data.difficulty import run_difficulty
+from thinkj.errors import ThinkJError
+from thinkj.evaluation.cli import app
+from thinkj.inference.cache import ResultCache
+from thinkj.inference.identity import check_model_source, model_identity
+from thinkj.records import write_jsonl
+from thinkj.synthetic import make_pairs
+from thinkj.tiny_model import build_tiny_model
+
+
+def _retrain(path):
+    time.sleep(0.01)  # distinct mtimes even on coarse clocks
+    build_tiny_model(path, seed=1)
+
+
+def test_model_identity_follows_the_files(tmp_path):
+    model = build_tiny_model(tmp_path / "m", seed=0)
+    first = model_identity(str(model))
+    assert first == model_identity(str(model)) and first.startswith(f"{model}#dir:")
+    _retrain(model)
+    assert model_identity(str(model)) != first
+    gguf = tmp_path / "w.gguf"
+    gguf.write_bytes(b"x")
+    one = model_identity(str(gguf))
+    gguf.write_bytes(b"xy")
+    assert model_identity(str(gguf)) != one
+    assert model_identity("org/name").startswith("org/name@")  # hub: name + revision
+    assert model_identity("org/name", "v2") != model_identity("org/name", "v1")
+
+
+def test_missing_local_model_and_offline_hub_fail_in_one_line(tmp_path, monkeypatch):
+    with pytest.raises(ThinkJError, match="folder does not exist"):
+        check_model_source(str(tmp_path / "runs" / "missing"))
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    with pytest.raises(ThinkJError, match="hub is unreachable"):
+        check_model_source("no-such-org/no-such-model")
+
+
+def test_difficulty_filter_rejudges_a_retrained_model(tmp_path):
+    model = build_tiny_model(tmp_path / "model", seed=0)
+    src = tmp_path / "pairs.jsonl"
+    write_jsonl(src, make_pairs(3, seed=4))
+    args = dict(model=str(model), backend="hf", k=1, max_new_tokens=6, temperature=0.0)
+    first = run_difficulty(src, tmp_path / "kept.jsonl", **args)
+    again = run_difficulty(src, tmp_path / "kept.jsonl", **args)
+    assert first["cache"] == {"hits": 0, "generated": 3} and again["cache"] == {"hits": 3, "generated": 0}
+    _retrain(model)
+    after = run_difficulty(src, tmp_path / "kept.jsonl", **args)
+    assert after["cache"] == {"hits": 0, "generated": 3}
+
+
+def test_eval_run_rejudges_a_retrained_model(tmp_path):
+    model = build_tiny_model(tmp_path / "model", seed=0)
+    data = write_rewardbench_fixture(tmp_path / "rb.jsonl", subsets=("alpacaeval-easy", "donotanswer"))
+    out = tmp_path / "out"
+    args = ["run", "rewardbench", "--model", str(model), "--data", str(data), "--max-new-tokens", "6", "--out", str(out)]
+
+    def judged() -> int:
+        result = CliRunner().invoke(app, args)
+        assert result.exit_code == 0, (result.output, result.exception)
+        assert len(open(out / "rewardbench.judgments.jsonl").readlines()) == 4
+        cache = ResultCache(out / "cache.sqlite")
+        try:
+            return cache.counts()["results"]
+        finally:
+            cache.close()
+
+    assert judged() == 4 and judged() == 4  # a rerun of the same model generates nothing
+    _retrain(model)
+    assert judged() == 8  # the retrained model's 4 judgments were generated, not read from the old model's

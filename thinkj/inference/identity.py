@@ -1,0 +1,86 @@
+"""What a model *is*, for cache keys: the same path after retraining is a different model.
+
+A generation cache keyed on the model's path alone returns the old model's answers after a retrain into the
+same folder. :func:`model_identity` keys a local model on its contents' fingerprint instead: the folder's
+top-level file names, sizes and modification times (weights, config, tokenizer, the trainer's records) plus
+a hash of ``config.json``; a single file (GGUF) on its own size and mtime. A hub name keys on name + revision
+(the snapshot's commit when it is in the local hub cache). Anything else -- a model served over HTTP -- keys
+on its name, as given. Hashing the weights' bytes would be exact but costs minutes for a 7B model; size + mtime
+changes whenever a trainer rewrites a file.
+
+:func:`check_model_source` fails early, in one line, for a local-looking path that does not exist (instead of
+the hub client's "Repo id must be …" traceback) and for a hub name that is neither cached nor reachable
+because the hub is switched off (``HF_HUB_OFFLINE=1``).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+from pathlib import Path
+
+from thinkj.errors import ThinkJError
+
+_REPO_ID = re.compile(r"^[A-Za-z0-9][\w.-]*(/[\w.-]+)?$")
+_OFFLINE = ("1", "true", "yes", "on")
+
+
+def looks_local(model: str) -> bool:
+    """A path rather than a hub id: it exists, or it is spelled like a path (``./x``, ``/x``, ``a/b/c``)."""
+    return (os.path.exists(model) or model.startswith(("/", ".", "~")) or "\\" in model
+            or not _REPO_ID.match(model))
+
+
+def _hub_offline() -> bool:
+    return os.environ.get("HF_HUB_OFFLINE", "").lower() in _OFFLINE
+
+
+def _cached_hub_commit(model: str, revision: str | None) -> str | None:
+    """The commit of the locally cached snapshot of a hub model, or None when it is not cached."""
+    try:
+        from huggingface_hub import try_to_load_from_cache
+    except ImportError:  # pragma: no cover - huggingface_hub comes with transformers
+        return None
+    try:
+        found = try_to_load_from_cache(model, "config.json", revision=revision)
+    except Exception:  # an id the hub client rejects: treated as not cached
+        return None
+    if isinstance(found, str):
+        parts = Path(found).parts
+        if "snapshots" in parts:
+            return parts[parts.index("snapshots") + 1]
+    return None
+
+
+def check_model_source(model: str, revision: str | None = None, *, what: str = "model") -> None:
+    """Fail in one line when ``model`` can be neither loaded locally nor fetched."""
+    if os.path.isdir(model) or os.path.isfile(model):
+        return
+    if looks_local(model):
+        raise ThinkJError(f"{model}: {what} folder does not exist (a local path; hub ids look like 'org/name')")
+    if _hub_offline() and _cached_hub_commit(model, revision) is None:
+        raise ThinkJError(f"{model}: {what} is not a local folder and not in the hub cache, and the hub is "
+                          "unreachable (HF_HUB_OFFLINE=1): download it first or pass a local folder")
+
+
+def model_identity(model: str, revision: str | None = None) -> str:
+    """A string that changes whenever the model behind ``model`` changes (see the module docstring)."""
+    path = Path(model)
+    if path.is_file():
+        stat = path.stat()
+        return f"{model}#file:{stat.st_size}:{stat.st_mtime_ns}"
+    if path.is_dir():
+        digest = hashlib.sha256()
+        for entry in sorted(path.iterdir()):
+            if entry.is_file():
+                stat = entry.stat()
+                digest.update(f"{entry.name}\0{stat.st_size}\0{stat.st_mtime_ns}\n".encode())
+        config = path / "config.json"
+        if config.is_file():
+            digest.update(config.read_bytes())
+        return f"{model}#dir:{digest.hexdigest()[:24]}"
+    if looks_local(model):
+        return model  # not there (yet): check_model_source reports it where it matters
+    commit = _cached_hub_commit(model, revision)
+    return f"{model}@{commit or revision or 'main'}"
