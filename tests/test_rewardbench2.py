@@ -177,7 +177,7 @@ def test_bad_row_is_one_line_error_naming_file_row_and_field(tmp_path):
     write_jsonl(path, rows)
     env = {**os.environ, "THINKJ_CACHE": str(tmp_path / "cache"), "HF_HUB_OFFLINE": "1"}
     env.pop("THINKJ_TRACEBACK", None)
-    proc = subprocess.run([sys.executable, "-m", "thinkj.cli", "eval", "run", "rewardbench2", "--model", "none",
+    proc = subprocess.run([sys.executable, "-m", "thinkj.cli", "eval", "run", "rewardbench2", "--model", str(tmp_path),
                            "--data", str(path), "--out", str(tmp_path / "out")], cwd=ROOT, env=env,
                           capture_output=True, text=True, timeout=300)
     assert proc.returncode == 2 and "Traceback" not in proc.stderr

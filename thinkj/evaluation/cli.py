@@ -75,7 +75,10 @@ def run(benchmark: str = typer.Argument(..., help=BENCH_HELP),
     check_sampling(temperature, top_p, max_new_tokens)  # one line naming the option, before any model loads
     for option, value in (("--limit", limit), ("--chunk", chunk), ("--batch-size", batch_size)):
         check_range(option, value, low=1)
-    check_template_kind("--template", template, ("judge", "direct", "double_score"))
+    from thinkj.evaluation.rewardbench2_run import RB2_TEMPLATES
+
+    if not (benchmark == "rewardbench2" and template in RB2_TEMPLATES):  # RewardBench 2's own prompts are not registered
+        check_template_kind("--template", template, ("judge", "direct", "double_score"))
     check_output_dir("--out", out)
     kwargs = _typed(_pairs(backend_arg, "--backend-arg"))
     check_backend_args(backend, kwargs)
