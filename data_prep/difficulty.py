@@ -27,7 +27,7 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--out", required=True, help="kept pairs JSONL")
     parser.add_argument("--model", required=True, help="judge model path or hub name")
     parser.add_argument("--backend", default="hf", help="inference backend: hf | vllm (or any registered name)")
-    parser.add_argument("--template", default="judge_strength_v1")
+    parser.add_argument("--template", default="judge_strength_v2")
     parser.add_argument("--k", type=int, default=3, help="judgments per pair (paper: 3)")
     parser.add_argument("--temperature", type=float, default=1.0, help="sampling temperature (0 makes the k samples equal)")
     parser.add_argument("--top-p", type=float, default=1.0)

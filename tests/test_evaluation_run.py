@@ -71,7 +71,7 @@ def test_eval_run_every_benchmark_with_hf_backend(tmp_path, tiny_model_dir):
         records = [json.loads(line) for line in open(out / f"{bench}.judgments.jsonl")]
         assert len(records) == expected[bench]
         assert {r["order"] for r in records} == {"original", "swapped"}
-        assert all(r["benchmark"] == bench and r["template"] == "judge_strength_v1" and "output" in r for r in records)
+        assert all(r["benchmark"] == bench and r["template"] == "judge_strength_v2" and "output" in r for r in records)
         assert all(r["gold"] in ("a", "b", "tie") and r["verdict"] in ("a", "b", "tie", None) for r in records)
         document = json.loads((out / f"{bench}.results.json").read_text())
         assert document["tags"] == {"model": "tiny", "method": "base"}

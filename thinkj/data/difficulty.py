@@ -52,7 +52,7 @@ def judge_k_times(backend: InferenceBackend, pairs: list[PreferencePair], templa
 
 
 def run_difficulty(in_path: str | os.PathLike, out_path: str | os.PathLike, *, model: str, backend: str = "hf",
-                   template: str = "judge_strength_v1", k: int = 3, temperature: float = 1.0, top_p: float = 1.0,
+                   template: str = "judge_strength_v2", k: int = 3, temperature: float = 1.0, top_p: float = 1.0,
                    max_new_tokens: int = 1024, seed: int = 0, min_failures: int = 1, strict: bool = False,
                    cache_path: str | os.PathLike | None = None, backend_kwargs: dict[str, Any] | None = None,
                    backend_obj: InferenceBackend | None = None, limit: int | None = None,

@@ -51,7 +51,7 @@ def _typed(values: dict[str, object]) -> dict[str, object]:
 def run(benchmark: str = typer.Argument(..., help=BENCH_HELP),
         model: str = typer.Option(..., help="model directory or name (the judge, or the classifier)"),
         backend: str = typer.Option("hf", help="hf | vllm | openai (any registered backend) | classifier"),
-        template: str = typer.Option("judge_strength_v1", help="prompt template name (thinkj templates)"),
+        template: str = typer.Option("judge_strength_v2", help="prompt template name (thinkj templates)"),
         data: str = typer.Option(None, help="local file/folder, hub name or URL; default: the benchmark's hub set"),
         split: str = typer.Option(None, help="dataset split (default: filtered for RewardBench, train for RM-Bench)"),
         limit: int = typer.Option(None, help="only this many items, spread over subsets/domains/scenarios"),

@@ -35,7 +35,7 @@ class EvalConfig:
     benchmark: str
     model: str
     backend: str = "hf"
-    template: str = "judge_strength_v1"
+    template: str = "judge_strength_v2"
     data: str | None = None  # local path, hub name or URL; None = the benchmark's default source
     split: str | None = None
     limit: int | None = None  # items (RM-Bench: prompts, each 9 comparisons), spread over groups

@@ -22,7 +22,7 @@ from thinkj.paths import PROJECT_ROOT
 SYNTHETIC_PAIRS, RMBENCH_ITEMS, AUTOJ_ITEMS = 100, 1, 6
 MAX_NEW_TOKENS = 96
 BATCH_SIZE = 64  # 2 length-sorted batches per model: decode steps, not rows, dominate on the tiny model
-TEMPLATE = "judge_strength_v1"
+TEMPLATE = "judge_strength_v2"
 ROW_ORDER = ("base", "init", "offline", "online")
 
 

@@ -6,7 +6,7 @@ store is SQLite in WAL mode, written one row per finished call, so a kill loses 
 flight. Failures are recorded too (with the error text), never silently dropped.
 
     cache = ResultCache(run_dir / "cache.sqlite")
-    backend = CachedBackend(make_backend("hf", model), cache, tag="judge_strength_v1")
+    backend = CachedBackend(make_backend("hf", model), cache, tag="judge_strength_v2")
 """
 
 from __future__ import annotations
