@@ -24,6 +24,7 @@ app = typer.Typer(add_completion=False, no_args_is_help=True,
                   help="Evaluate judges on RewardBench, RM-Bench, Auto-J and PreferencePair sets.")
 
 BENCH_HELP = "rewardbench | rmbench | autoj | synthetic"
+HALF_HELP = "score a verdict naming neither response (unparsable, tie) 0.5 instead of 0, as RewardBench does"
 
 
 def _pairs(values: list[str] | None, what: str) -> dict[str, object]:
@@ -51,13 +52,18 @@ def _typed(values: dict[str, object]) -> dict[str, object]:
 def run(benchmark: str = typer.Argument(..., help=BENCH_HELP),
         model: str = typer.Option(..., help="model directory or name (the judge, or the classifier)"),
         backend: str = typer.Option("hf", help="hf | vllm | openai (any registered backend) | classifier"),
-        template: str = typer.Option("judge_strength_v2", help="prompt template name (thinkj templates)"),
+        template: str = typer.Option("judge_strength_v2", help="prompt template name (thinkj templates; *_v2 = the "
+                                                               "paper's format, *_v1 adds a bias sentence)"),
         data: str = typer.Option(None, help="local file/folder, hub name or URL; default: the benchmark's hub set"),
         split: str = typer.Option(None, help="dataset split (default: filtered for RewardBench, train for RM-Bench)"),
         limit: int = typer.Option(None, help="only this many items, spread over subsets/domains/scenarios"),
         out: Path = typer.Option(Path("runs/eval"), help="output folder (judgments, results, cache)"),
         tag: list[str] = typer.Option(None, help="result tags key=value (model=..., method=...), repeatable"),
-        max_new_tokens: int = typer.Option(2048, help="generation budget per judgment"),
+        max_new_tokens: int = typer.Option(None, help="generation budget per judgment [the --profile's max_new_tokens]"),
+        profile: str = typer.Option("qwen2.5-7b-instruct", help="model profile (configs/models/) giving the default budget"),
+        context_length: int = typer.Option(None, help="model context for the too-long check [max_model_len, else "
+                                                      "the model config's]"),
+        tokenizer: str = typer.Option(None, help="tokenizer to count prompt tokens (a server-side model's name)"),
         temperature: float = typer.Option(0.0, help="0 = greedy"),
         top_p: float = typer.Option(1.0),
         seed: int = typer.Option(0),
@@ -65,20 +71,26 @@ def run(benchmark: str = typer.Argument(..., help=BENCH_HELP),
         backend_arg: list[str] = typer.Option(None, help="extra backend arguments key=value (e.g. tensor_parallel_size=4)"),
         chunk: int = typer.Option(256, help="pairs per generate call (each finished chunk is cached)"),
         protocol: str = typer.Option("single", help="single | pair"),
-        unparsed_half: bool = typer.Option(False, help="score unparsable verdicts 0.5 instead of 0")) -> None:
+        unparsed_half: bool = typer.Option(False, help=HALF_HELP)) -> None:
     """Judge BENCHMARK in both orders, write judgment records and results JSON (resumable)."""
     from thinkj.evaluation.run import EvalConfig, run_eval
     from thinkj.inference.base import SamplingParams
+    from thinkj.train.config import generation_budget
 
     kwargs = _typed(_pairs(backend_arg, "--backend-arg"))
     if batch_size is not None and backend in ("hf", "classifier"):  # vLLM and servers batch by themselves
         kwargs["batch_size"] = batch_size
+    if max_new_tokens is None:
+        max_new_tokens = generation_budget(profile)
     cfg = EvalConfig(benchmark, model, backend, template, data, split, limit, out,
                      SamplingParams(temperature=temperature, top_p=top_p, max_new_tokens=max_new_tokens, seed=seed),
-                     {k: str(v) for k, v in _pairs(tag, "--tag").items()}, protocol, unparsed_half, chunk, kwargs)
+                     {k: str(v) for k, v in _pairs(tag, "--tag").items()}, protocol, unparsed_half, chunk, kwargs,
+                     context_length, tokenizer)
     path = run_eval(cfg)
     document = json.loads(path.read_text())
     typer.echo(json.dumps(document["metrics"]))
+    if not document["complete"]:
+        typer.echo(f"incomplete: {'; '.join(document['metrics']['missing'])}", err=True)
     typer.echo(f"results: {path}", err=True)
 
 
@@ -86,7 +98,7 @@ def run(benchmark: str = typer.Argument(..., help=BENCH_HELP),
 def score_cmd(benchmark: str = typer.Argument(..., help=BENCH_HELP),
               judgments: Path = typer.Argument(..., exists=True, dir_okay=False, help="judgment records JSONL"),
               protocol: str = typer.Option("single", help="single | pair"),
-              unparsed_half: bool = typer.Option(False, help="score unparsable verdicts 0.5 instead of 0")) -> None:
+              unparsed_half: bool = typer.Option(False, help=HALF_HELP)) -> None:
     """Recompute metrics from judgment records alone; prints one JSON object."""
     from thinkj.evaluation.metrics import load_records, score
 
