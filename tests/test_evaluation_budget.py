@@ -67,3 +67,18 @@ def test_eval_run_with_the_default_budget_on_a_short_context_model_skips_everyth
     assert "incomplete:" in result.output
     records = [json.loads(line) for line in open(tmp_path / "out" / "autoj.judgments.jsonl")]
     assert all(r["too_long"] and r["output"] is None for r in records)
+
+
+def test_difficulty_filter_follows_the_same_rule(tmp_path, tiny_model_dir):
+    from thinkj.data.difficulty import run_difficulty
+    from thinkj.records import write_jsonl
+    from thinkj.synthetic import make_pairs
+
+    pairs = make_pairs(4, seed=2)
+    budget = PromptBudget.for_model(str(tiny_model_dir))
+    sizes = sorted(budget.prompt_tokens(get_template("judge_strength_v2").render(p)) for p in pairs)
+    write_jsonl(tmp_path / "pairs.jsonl", pairs)
+    summary = run_difficulty(tmp_path / "pairs.jsonl", tmp_path / "kept.jsonl", model=str(tiny_model_dir), k=1,
+                             max_new_tokens=4, context_length=sizes[1] + 4, temperature=0.0)
+    assert summary["too_long_skipped"] == 2 and summary["samples"] == 2  # two judged once each, two never generated
+    assert summary["sampling"]["max_new_tokens"] == 4
