@@ -82,3 +82,25 @@ def test_difficulty_filter_follows_the_same_rule(tmp_path, tiny_model_dir):
                              max_new_tokens=4, context_length=sizes[1] + 4, temperature=0.0)
     assert summary["too_long_skipped"] == 2 and summary["samples"] == 2  # two judged once each, two never generated
     assert summary["sampling"]["max_new_tokens"] == 4
+
+
+def test_http_backend_follows_the_same_rule(tmp_path, tiny_model_dir):
+    # A model name only the server knows: prompt tokens are counted with --tokenizer; too-long pairs never reach
+    # the server (the scripted teacher on 127.0.0.1 answers the others).
+    from thinkj.records import write_jsonl
+    from thinkj.synthetic import make_pairs
+    from thinkj.teacher_server import TeacherServer
+
+    pairs = make_pairs(4, seed=4)
+    write_jsonl(tmp_path / "pairs.jsonl", pairs)
+    budget = PromptBudget.for_model(str(tiny_model_dir))
+    sizes = sorted(budget.prompt_tokens(get_template("judge_strength_v2").render(p)) for p in pairs)
+    with TeacherServer() as server:
+        run_cli("synthetic", "--model", "r1-scripted", "--backend", "openai", "--backend-arg", f"base_url={server.base_url}",
+                "--backend-arg", "api_key_env=null", "--tokenizer", str(tiny_model_dir), "--context-length",
+                str(sizes[1] + 64), "--max-new-tokens", "64", "--data", str(tmp_path / "pairs.jsonl"),
+                "--out", str(tmp_path / "out"))
+        requests = sum(server.counts()["requests"].values())
+    document = json.loads((tmp_path / "out" / "synthetic.results.json").read_text())
+    assert document["metrics"]["n_too_long"] == 4 and document["complete"] is False
+    assert requests == 4  # two pairs x two orders reached the server, the two long pairs never did

@@ -249,3 +249,26 @@ def test_truncated_and_too_long_are_counted_apart_from_parse_failures():
     assert (m["truncated"], m["parse_failure"], m["n_too_long"]) == (round(100 / 6, 2), 0.0, 2)
     assert m["accuracy"] == 50.0  # 3 of 6 judgments right; the too-long item scores as no verdict
     assert m["complete"] is False and m["missing"] == ["1 item(s) too long for the model's context (not judged)"]
+
+
+def test_eval_score_names_the_rule_of_every_number_and_completeness(tmp_path):
+    from typer.testing import CliRunner
+
+    from thinkj.evaluation.cli import app
+
+    path = tmp_path / "autoj.judgments.jsonl"
+    path.write_text("\n".join(json.dumps(r) for r in autoj_case()) + "\n")
+    result = CliRunner().invoke(app, ["score", "autoj", str(path), "--protocol", "pair"])
+    assert result.exit_code == 0, result.output
+    out = json.loads(result.output)
+    assert out["agreement_rule"] == "auto-j pairwise: both orders equal the label (pairwise_eval.py correct_both)"
+    assert out["protocol"] == "pair" and out["protocol_rule"].startswith("pair: ")
+    assert out["complete"] is False and out["missing"] == ["6 of 1392 items"]
+    for bench, records in (("rewardbench", rewardbench_case()), ("synthetic", both("x", "a", "a", "b", subset="s")),
+                           ("rmbench", rm_item("chat", 1, lambda i, j: True))):
+        other = score(bench, records)
+        assert not [k for k, v in other.items() if isinstance(v, (int, float, dict, list)) and not isinstance(v, bool)
+                    and not k.startswith("n_") and not k.endswith("_present") and k != "missing" and f"{k}_rule" not in other]
+    numbers = [k for k, v in out.items() if isinstance(v, (int, float, dict)) and not isinstance(v, bool)
+               and not k.startswith("n_")]
+    assert all(f"{k}_rule" in out for k in numbers), [k for k in numbers if f"{k}_rule" not in out]

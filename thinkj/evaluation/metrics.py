@@ -355,6 +355,7 @@ def score_synthetic(records: list[Record], protocol: str = "single", unparsed_ha
     return {"accuracy": pct(_mean(every)), "accuracy_rule": f"mean over trials ({PROTOCOL_RULES[protocol]})",
             "accuracy_ci95": [pct(lo), pct(hi)], "n_trials": len(every),
             "n_correct": sum(every), "subsets": {s: pct(_mean(v)) for s, v in sorted(values.items())},
+            "subsets_rule": "accuracy per pair source", "accuracy_ci95_rule": "Wilson 95% score interval over the trials",
             **_completeness([], records), **common_metrics(records, protocol, unparsed_half)}
 
 
