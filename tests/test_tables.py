@@ -283,3 +283,10 @@ def test_results_that_fill_no_cell_are_reported(tmp_path):
     md = render_table(2, collect_results([tmp_path])).markdown
     assert "untagged.json (rmbench) fills no cell: it has no tags" in md
     assert "stranger.json (rmbench) fills no cell: its tags {'model': 'Some-Other-Judge'} match no row" in md
+
+
+def test_a_broken_results_file_in_a_folder_is_not_skipped(tmp_path):
+    (tmp_path / "autoj.results.json").write_text('{"benchmark": "autoj", "metrics": ')
+    (tmp_path / "config.json").write_text("{not json")  # not a results file: skipped
+    with pytest.raises(RecordError, match=r"autoj\.results\.json: not valid JSON"):
+        collect_results([tmp_path])

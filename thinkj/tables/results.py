@@ -77,6 +77,10 @@ def load_result(path: str | Path) -> Result:
 
 
 def _looks_like_result(path: Path) -> bool:
+    """A JSON with benchmark and metrics; a ``*.results.json`` (what ``thinkj eval`` writes) always counts, so a
+    broken one is reported by ``load_result`` instead of being skipped."""
+    if path.name.endswith(".results.json"):
+        return True
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, json.JSONDecodeError):
