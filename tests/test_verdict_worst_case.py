@@ -73,3 +73,11 @@ def test_result_needs_a_bare_letter_and_mentions_are_not_verdicts():
     fmt = AnswerFormat(think=False)
     assert parse_verdict("[RESULT] Both are fine", fmt, strict=False).choice == "none"
     assert parse_verdict("Output (a) has a bug, but overall it is fine.", fmt, strict=False).choice == "none"
+
+
+def test_lenient_reads_the_public_score_tags():
+    fmt = AnswerFormat(strength="forbidden", scores=True)
+    text = "<think>t</think>\nTherefore, the scores are <Score 1>30</Score 1> and <Score 2>80</Score 2>."
+    verdict = parse_verdict(text, fmt, strict=False)
+    assert verdict.choice == "b" and verdict.scores == (30.0, 80.0)
+    assert parse_verdict(text, fmt, strict=True).choice == "none"  # strict mode reads the paper's sentence only

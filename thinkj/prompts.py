@@ -204,7 +204,6 @@ for _family, _kind, _format, _factory, _text in _FAMILIES:
 register(Template("judge_strength_public_v1", "judge", AnswerFormat(think=True, strength="optional"),
                   _judge(True, False, public=True),
                   "As judge_strength_v2, but asks for the public code's 'the strength is [[N]]' (preset strength_public)."))
-register(Template("double_score_public_v1", "double_score", _COT_FMT, _double_score(False, public=True),
+register(Template("double_score_public_v1", "double_score", AnswerFormat(think=True, strength="forbidden", scores=True),
+                  _double_score(False, public=True),
                   "Two 0-100 scores in the public code's <Score 1>/<Score 2> tags (preset margin_public)."))
-
-DEFAULT_JUDGE_TEMPLATE = "judge_strength_v2"

@@ -61,6 +61,9 @@ _STRICT_PLAIN = re.compile(r"Therefore, Response \(([ab])\) is better\.")
 _SCORES = re.compile(r"\[\[\s*(-?\d+(?:\.\d+)?)\s*\]\]\s*and\s*\[\[\s*(-?\d+(?:\.\d+)?)\s*\]\]", re.IGNORECASE)
 _STRICT_SCORES = re.compile(r"Therefore, the quality scores for Response \(a\) and Response \(b\) are "
                             r"\[\[(\d+)\]\] and \[\[(\d+)\]\], respectively\.")
+# The public Think-J double-score answer: <Score 1>x</Score 1> ... <Score 2>y</Score 2> (lenient mode only).
+_TAG_SCORE = (re.compile(r"<score 1> ?(\d+(?:\.\d+)?|\.\d+) ?</score 1>"),
+              re.compile(r"<score 2> ?(\d+(?:\.\d+)?|\.\d+) ?</score 2>"))
 _THINK_ANY = re.compile(r"</?think>", re.IGNORECASE)
 _INT = re.compile(r"\s*[+-]?\d+\s*")
 
@@ -183,6 +186,11 @@ def _parse(text: object, fmt: AnswerFormat, strict: bool) -> Verdict:
 def _parse_scores(answer: str, problem: str, strict: bool) -> Verdict:
     plain = answer.replace("*", "")
     matches = _SCORES.findall(plain)
+    if not matches and not strict and "<score" in plain.lower():
+        low = plain.lower()
+        firsts, seconds = (pattern.findall(low) for pattern in _TAG_SCORE)
+        if len(firsts) == len(seconds):
+            matches = list(zip(firsts, seconds))
     if not matches:
         return _none(problem or "no scores")
     if len({m for m in matches}) > 1:
