@@ -54,6 +54,8 @@ MARGIN = [  # (text, ground truth, public reward)
     ("<Score 1>.5</Score 1> <Score 2>0.25</Score 2>", A2, 1.0025),  # \d*\.?\d+ reads .5 and 0.25
     ("<Score 1>7.</Score 1> <Score 2>3</Score 2>", A2, 0.5),  # '7.' is not a number to it
     ("<Score 1>1</Score 1> <Score 1>99</Score 1> <Score 2>50</Score 2>", A2, -0.49),  # first Score 1
+    ("<Score 1>5</Score 1> alone\n<Score 1>90</Score 1> <Score 2>10</Score 2>", A2, 1.8),  # the next line matches
+    ("<Score 2>50</Score 2> then <Score 1>60</Score 1>", A2, 0.5),  # Score 2 must come after Score 1
 ]
 
 

@@ -38,6 +38,27 @@ def test_every_pathological_100kb_input_parses_within_50_ms():
     assert not slow, slow
 
 
+@pytest.mark.slow
+def test_the_public_rewards_run_within_50_ms_and_stay_finite():
+    from thinkj.rewards import get_preset
+
+    presets = [get_preset(name) for name in ("cot_binary", "strength_public", "margin_public", "thinkj_subtractive")]
+    slow = []
+    for name, text in pathological_inputs().items():
+        for preset in presets:
+            best = math.inf
+            for _ in range(2):
+                start = time.process_time()
+                result = preset(text, {"label": "a", "strength": 2})
+                best = min(best, time.process_time() - start)
+                if best <= LIMIT_S:
+                    break
+            assert math.isfinite(result["score"]), (preset.name, name)
+            if best > LIMIT_S:
+                slow.append(f"{preset.name} on {name}: {1000 * best:.1f} ms")
+    assert not slow, slow
+
+
 def test_parse_never_returns_non_finite_numbers():
     huge = "<think>x</think>\nTherefore, the quality scores for Response (a) and Response (b) are " \
            f"[[{'9' * 400}]] and [[{'1' * 400}]], respectively."

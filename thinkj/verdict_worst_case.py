@@ -15,7 +15,8 @@ LIMIT_S = 0.050  # the bound every parse must meet on any input of SIZE
 _TRIGGERS = ("response", "Response (", "output", "answer", "assistant", "[[", "[RESULT]", "preference strength is",
              "Therefore, Response (a) is better, and the preference strength is [[", "<think>", "</think>",
              "it is a", "both responses are", "Therefore, the quality scores for Response (a) and Response (b) are [[",
-             "<Score 1>", "<Score 1>1</Score 1> <Score 2>")
+             "<Score 1>", "<Score 1>1</Score 1> <Score 2>", "Response (a) is better",
+             "Therefore, Response (a) is better, and the strength is [[")
 _FILLERS = (" ", "\n", "\t ", "1", "a", "(", "*", "[[", "]]", ".")
 
 

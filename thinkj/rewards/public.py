@@ -89,16 +89,17 @@ def strength_public_reward(text: str, ground_truth: Any) -> dict[str, Any]:
 def _public_scores(text: str) -> tuple[float, float] | None:
     """The two numbers the public ``re.search`` finds, found in linear time: ``.`` does not cross a newline, so
     the match lies on one line, starts at that line's first ``<Score 1>`` tag and (``.*`` being greedy) ends at
-    the last ``<Score 2>`` tag after it."""
-    for line in text.split("\n"):
-        first = _SCORE_1.search(line)
-        if first is None:
-            continue
+    the last ``<Score 2>`` tag after it. A line whose first tag has no ``<Score 2>`` after it cannot match."""
+    first = _SCORE_1.search(text)
+    while first is not None:
+        end = text.find("\n", first.end())
+        end = len(text) if end < 0 else end
         last = None
-        for match in _SCORE_2.finditer(line, first.end()):
+        for match in _SCORE_2.finditer(text, first.end(), end):
             last = match
         if last is not None:
             return float(first.group(1)), float(last.group(1))
+        first = _SCORE_1.search(text, end + 1) if end < len(text) else None
     return None
 
 
