@@ -9,7 +9,10 @@
         --out runs/eval/qwen7b --tag model=Qwen-2.5-7B-Instruct --tag "method=online (GRPO)"
     # a Bradley-Terry classifier (LlamaFactory stage: rm checkpoint, or a sequence classifier)
     thinkj eval run rewardbench --model ckpt/bt --backend classifier
-    # recompute metrics from records alone
+    # a served model: count prompt tokens with its tokenizer; prompt + budget over the context -> too_long
+    thinkj eval run autoj --model served-judge --backend openai --backend-arg base_url=http://127.0.0.1:8000/v1 \\
+        --tokenizer Qwen/Qwen2.5-7B-Instruct --context-length 8192
+    # recompute metrics from records alone (every number with its rule, and whether the run is complete)
     thinkj eval score rmbench runs/eval/tiny/rmbench.judgments.jsonl --protocol pair
 """
 
