@@ -3,7 +3,8 @@
     # CPU, tiny model, a slice (RM-Bench and Auto-J from local copies)
     thinkj eval run rmbench --model runs/smoke/tiny_model/model --backend hf --data ../shared/data/rm-bench \\
         --limit 8 --max-new-tokens 96 --out runs/eval/tiny --tag model=tiny --tag method=base
-    thinkj eval run autoj --model runs/smoke/tiny_model/model --data ../shared/data/auto-j/testdata_pairwise.jsonl --limit 16
+    thinkj eval run autoj --model runs/smoke/tiny_model/model --data ../shared/data/auto-j/testdata_pairwise.jsonl --limit 16 \\
+        --profile tiny   # the tiny profile's budget (96 new tokens) fits its 4,096-token context
     # GPU: the whole benchmark from the hub with vLLM (tensor parallel over 4 GPUs)
     thinkj eval run rewardbench --model ckpt/thinkj-qwen7b --backend vllm --backend-arg tensor_parallel_size=4 \\
         --out runs/eval/qwen7b --tag model=Qwen-2.5-7B-Instruct --tag "method=online (GRPO)"
