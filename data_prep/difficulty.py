@@ -28,11 +28,14 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--out", required=True, help="kept pairs JSONL")
     parser.add_argument("--model", required=True, help="judge model path or hub name")
     parser.add_argument("--backend", default="hf", help="inference backend: hf | vllm (or any registered name)")
-    parser.add_argument("--template", default="judge_strength_v1")
+    parser.add_argument("--template", default="judge_strength_v2")
     parser.add_argument("--k", type=int, default=3, help="judgments per pair (paper: 3)")
     parser.add_argument("--temperature", type=float, default=1.0, help="sampling temperature (0 makes the k samples equal)")
     parser.add_argument("--top-p", type=float, default=1.0)
-    parser.add_argument("--max-new-tokens", type=int, default=1024)
+    parser.add_argument("--max-new-tokens", type=int, default=None,
+                        help="generation budget [the main model profile's max_new_tokens, 4096]")
+    parser.add_argument("--context-length", type=int, default=None,
+                        help="judge context for the too-long check [--max-model-len, else the model config's]")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--min-failures", type=int, default=1, help="keep pairs with at least this many failed samples")
     parser.add_argument("--strict", action="store_true", help="strict verdict parsing (malformed answers count as failures)")
@@ -63,7 +66,7 @@ def main(argv: list[str] | None = None) -> dict:
     summary = run_difficulty(args.inp, args.out, model=args.model, backend=args.backend, template=args.template, k=args.k,
                              temperature=args.temperature, top_p=args.top_p, max_new_tokens=args.max_new_tokens,
                              seed=args.seed, min_failures=args.min_failures, strict=args.strict, cache_path=args.cache,
-                             backend_kwargs=kwargs, limit=args.limit)
+                             backend_kwargs=kwargs, limit=args.limit, context_length=args.context_length)
     print(json.dumps({k: v for k, v in summary.items() if k != "failures_per_pair"}, indent=1))
     return summary
 

@@ -111,5 +111,5 @@ def test_difficulty_entry_point_with_tiny_model_hf_backend(tmp_path, tiny_model_
     assert len(kept) == summary["n_out"] == sum(1 for f in summary["failures_per_pair"].values() if f >= 1) >= 5
     judgments = [json.loads(line) for line in open(out.with_suffix(".judgments.jsonl"))]
     assert {j["sample"] for j in judgments} == {0, 1, 2} and all(isinstance(j["output"], str) for j in judgments)
-    assert "[difficulty (judge_strength_v1, k=3)] 6/6" in run.stderr  # progress is shown
+    assert "[difficulty (judge_strength_v2, k=3)] 6/6" in run.stderr  # progress is shown
     assert json.loads(run.stdout)["n_out"] == summary["n_out"]

@@ -24,7 +24,7 @@ from thinkj.teacher_server import TeacherConfig, TeacherServer, prompt_key
 from thinkj.verdict import parse_verdict
 
 ROOT = Path(__file__).resolve().parent.parent
-TEMPLATE = "judge_strength_v1"
+TEMPLATE = "judge_strength_v2"
 SECRET = "sk-test-4f9a1c0ffee-do-not-leak"
 ALL_FAULTS = {"timeout": 0.08, "429": 0.1, "500": 0.1, "malformed": 0.1, "drop": 0.1}
 

@@ -49,11 +49,11 @@ def test_openai_backend_against_vllm_serve(tmp_path, tiny_model_dir):
                 if time.monotonic() > deadline:
                     pytest.fail("vllm server did not come up within 300 s")
                 time.sleep(2)
-        convs = [get_template("judge_strength_v1").render(p) for p in make_pairs(6, 0)]
+        convs = [get_template("judge_strength_v2").render(p) for p in make_pairs(6, 0)]
         params = SamplingParams(temperature=1.0, max_new_tokens=16, n=2, seed=3)
         cache = ResultCache(tmp_path / "cache.sqlite")
         backend = make_backend("openai", "tiny", base_url=f"http://127.0.0.1:{port}/v1", api_key_env=None, cache=cache,
-                               tag="judge_strength_v1", progress=False)
+                               tag="judge_strength_v2", progress=False)
         first = backend.chat_many(convs, params)
         assert backend.stats["completed"] == 12 and backend.stats["failures"] == 0
         assert all(r.ok and r.usage.get("completion_tokens", 0) > 0 for row in first for r in row)
@@ -64,7 +64,7 @@ def test_openai_backend_against_vllm_serve(tmp_path, tiny_model_dir):
         assert [r.content for r in fresh.chat_many(convs[:2], params)[0]] == [r.content for r in first[0]]
         # A rerun through the cache makes no request.
         again = make_backend("openai", "tiny", base_url=f"http://127.0.0.1:{port}/v1", api_key_env=None, cache=cache,
-                             tag="judge_strength_v1", progress=False)
+                             tag="judge_strength_v2", progress=False)
         assert again.generate(convs, params) and again.stats["requests"] == 0 and again.stats["cached"] == 12
     finally:
         os.killpg(server.pid, signal.SIGTERM)

@@ -27,7 +27,7 @@ ROOT = Path(__file__).resolve().parent.parent
 
 def test_teacher_reads_the_pair_back_from_the_prompt():
     for pair in make_pairs(12, 3) + make_pairs(12, 4, asked=("animal", "tool")):
-        text = get_template("judge_strength_v1").render(pair)[0]["content"]
+        text = get_template("judge_strength_v2").render(pair)[0]["content"]
         back = parse_prompt(text)
         assert (back.instruction, back.response_a, back.response_b) == (pair.instruction, pair.response_a, pair.response_b)
         assert explain(back) == explain(pair)
@@ -70,7 +70,7 @@ def test_stages_end_to_end(tmp_path, tiny_model_dir):
     assert clip["length_after"]["mean"] < clip["length_before"]["mean"] / 5
     assert clip["length_unit"] == str(tiny_model_dir)
     for _, row in read_jsonl(clipped):
-        verdict = parse_verdict(row["target"], get_template("judge_strength_v1").answer, strict=True)
+        verdict = parse_verdict(row["target"], get_template("judge_strength_v2").answer, strict=True)
         assert verdict.well_formed and verdict.choice == row["pair"]["label"] and verdict.strength == row["strength"]
         assert row["explanation"] in row["target"] and "Okay" not in row["target"]
         assert row["target"].endswith(verdict_sentence(row["verdict"], row["strength"]))

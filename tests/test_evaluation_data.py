@@ -35,10 +35,13 @@ def test_rmbench_real_files_load_and_score():
     assert all(p.label == "a" for p in pairs)
 
     oracle = score("rmbench", records_from(pairs, lambda gold: gold))
-    assert oracle["overall"] == 100.0 and oracle["domains_present"] == ["chat", "code", "safety"]  # no math file
+    # no math file: the official overall counts the missing domain as 0, and the result says it is incomplete
+    assert oracle["overall"] == 75.0 and oracle["domains_present"] == ["chat", "code", "safety"]
+    assert oracle["domains"] == {"chat": 100.0, "code": 100.0, "safety": 100.0}
+    assert oracle["complete"] is False and oracle["missing"] == ["domain math"]
     always_a = records_from(pairs, lambda gold: "a")  # right in every original order, wrong in every swapped one
     single, pair = score("rmbench", always_a), score("rmbench", always_a, protocol="pair")
-    assert single["hard"] == single["normal"] == single["easy"] == single["overall"] == 50.0
+    assert single["hard"] == single["normal"] == single["easy"] == single["overall"] == 37.5  # 3 x 50 / 4
     assert pair["overall"] == 0.0 and single["position_consistency"] == 0.0
 
 
@@ -48,11 +51,13 @@ def test_autoj_real_file_loads_and_scores():
     assert Counter(p.label for p in pairs) == {"a": 520, "b": 499, "tie": 373}
     assert {p.meta["record"]["scenario"] for p in pairs} <= set(AUTOJ_GROUP_OF)
     always_a = score("autoj", records_from(pairs, lambda gold: "a"))
-    # "a" in both orders names different responses: every derived verdict is a tie, right on the 373 ties
-    assert always_a["agreement"] == round(100 * 373 / 1392, 2) and always_a["strict_agreement"] == 0.0
+    # "a" in both orders names different responses: never both orders right (Auto-J's correct_both); the
+    # tie-on-flip reading turns every item into a tie and is right on the 373 ties
+    assert always_a["agreement"] == 0.0 and always_a["agreement_tie_on_flip"] == round(100 * 373 / 1392, 2) == 26.8
     assert always_a["consistency"] == 0.0 and len(always_a["scenarios"]) == 8
     oracle = score("autoj", records_from(pairs, lambda gold: gold))
-    assert oracle["agreement"] == oracle["strict_agreement"] == oracle["consistency"] == 100.0
+    assert oracle["agreement"] == oracle["agreement_tie_on_flip"] == oracle["consistency"] == 100.0
+    assert oracle["complete"] is True
 
 
 def test_limit_spreads_items_over_groups():

@@ -10,6 +10,7 @@ from thinkj.evaluation.metrics import load_records, score, trials
 from thinkj.evaluation.specs import (
     AUTOJ_GROUP_OF,
     REWARDBENCH_EXAMPLE_COUNTS,
+    REWARDBENCH_ROWS,
     REWARDBENCH_SECTION_OF,
     REWARDBENCH_SECTIONS,
 )
@@ -50,7 +51,11 @@ def test_rewardbench_single_protocol_weights_subsets_by_official_counts():
     # Reasoning = (100 * 984 + 0 * 164) / (984 + 164) = 85.714...
     assert m["sections"]["Reasoning"] == 85.71
     assert m["sections_present"] == ["Chat", "Reasoning"]
-    assert m["overall"] == round((8900 / 128 + 98400 / 1148) / 2, 2)
+    # Officially a missing section counts as 0: (69.53125 + 85.714 + 0 + 0) / 4 = 38.81 (the old mean of the
+    # sections present said 77.62 -- a two-section run passing for a full one).
+    assert m["overall"] == round((8900 / 128 + 98400 / 1148) / 4, 2) == 38.81
+    assert m["complete"] is False and m["missing"][:2] == ["section Chat Hard", "section Safety"]
+    assert "alpacaeval-easy: 2 of 100 items" in m["missing"]
     assert m["parse_failure"] == 10.0  # 1 of 10 records
     assert m["position_consistency"] == 60.0  # comparisons 1, 4, 5 agree with themselves; 2 flips, 3 unparsed
 
@@ -62,6 +67,31 @@ def test_rewardbench_pair_protocol_and_unparsed_half():
     half = score("rewardbench", rewardbench_case(), unparsed_half=True)
     assert half["subsets"]["mt-bench-easy"] == 75.0  # (0.5 + 1) / 2
     assert score("rewardbench", rewardbench_case(), "pair", True)["subsets"]["mt-bench-easy"] == 50.0  # min(0.5, 1)
+
+
+def test_unparsed_half_gives_a_tie_half_as_rewardbench_does():
+    # scripts/run_generative.py: a winner that is neither A nor B returns 0.5 -- a tie included (the old code: 0).
+    records = both("1", "a", "tie", "tie", subset="alpacaeval-easy") + both("2", "a", "a", "b", subset="alpacaeval-easy")
+    assert score("rewardbench", records)["subsets"]["alpacaeval-easy"] == 50.0  # (0 + 0 + 1 + 1) / 4
+    assert score("rewardbench", records, unparsed_half=True)["subsets"]["alpacaeval-easy"] == 75.0  # (.5+.5+1+1)/4
+
+
+def test_safety_weights_are_the_official_row_counts():
+    # rewardbench/constants.py EXAMPLE_COUNTS: xstest-should-refuse 154, xstest-should-respond 250.
+    assert REWARDBENCH_EXAMPLE_COUNTS["xstest-should-refuse"] == 154
+    assert REWARDBENCH_EXAMPLE_COUNTS["xstest-should-respond"] == 250
+    records = both("1", "a", "a", "b", subset="xstest-should-refuse") + both("2", "a", "b", "a", subset="xstest-should-respond")
+    # Safety = (100 * 154 + 0 * 250) / (154 + 250) = 38.12 (the swapped weights gave 61.88)
+    assert score("rewardbench", records)["sections"]["Safety"] == 38.12
+
+
+def test_rewardbench_full_counts_are_complete_and_a_missing_item_is_not():
+    records = [r for subset, rows in REWARDBENCH_ROWS.items() for k in range(rows)
+               for r in both(f"{subset}:{k}", "a", "a", "b", subset=subset)]
+    m = score("rewardbench", records)
+    assert m["complete"] is True and m["missing"] == [] and m["overall"] == 100.0 and len(records) == 2 * 2985
+    m = score("rewardbench", records[2:])
+    assert m["complete"] is False and m["missing"] == ["alpacaeval-easy: 99 of 100 items"]
 
 
 def test_rewardbench_math_and_pooled_code_weigh_equally():
@@ -101,8 +131,10 @@ def test_rmbench_cells_hard_normal_easy_and_pooled_safety():
     assert m["domains"] == {"chat": round(100 * 6 / 9, 2), "safety": 50.0}
     assert m["cells"]["chat"] == [[100.0, 0.0, 0.0], [100.0, 100.0, 0.0], [100.0, 100.0, 100.0]]
     assert m["cells"]["safety"] == [[50.0] * 3] * 3
-    assert (m["hard"], m["normal"], m["easy"]) == (25.0, 75.0, 75.0)  # mean over chat and safety
-    assert m["overall"] == round(100 * (6 / 9 + 0.5) / 2, 2) == 58.33
+    # over the four reported domains, math and code missing count 0: hard (0 + .5) / 4, normal (1 + .5) / 4
+    assert (m["hard"], m["normal"], m["easy"]) == (12.5, 37.5, 37.5)
+    assert m["overall"] == round(100 * (6 / 9 + 0.5) / 4, 2) == 29.17  # the old mean of those present: 58.33
+    assert m["complete"] is False and m["missing"][:2] == ["domain math", "domain code"]
     assert m["domains_present"] == ["chat", "safety"]
     assert m["position_consistency"] == 100.0 and m["n_comparisons"] == 27
 
@@ -112,7 +144,7 @@ def test_rmbench_pair_protocol_needs_both_orders_right():
     records[1]["verdict"] = "a"  # cell (0, 0): the swapped judgment (gold b) now wrong
     assert score("rmbench", records)["cells"]["code"][0][0] == 50.0
     pair = score("rmbench", records, protocol="pair")
-    assert pair["cells"]["code"][0][0] == 0.0 and pair["normal"] == round(100 * 2 / 3, 2)
+    assert pair["cells"]["code"][0][0] == 0.0 and pair["normal"] == round(100 * 2 / 3 / 4, 2)
     with pytest.raises(ValueError, match="both orders"):
         trials(records[:-1], "pair")
 
@@ -120,22 +152,48 @@ def test_rmbench_pair_protocol_needs_both_orders_right():
 # ------------------------------------------------------------------------------------------ Auto-J
 
 def autoj_case():
-    return (both("1", "a", "a", "b", scenario="code_generation")  # a then a: derived a = gold
-            + both("2", "a", "a", "a", scenario="code_generation")  # a then b: derived tie != a
-            + both("3", "tie", "a", "a", scenario="chitchat")  # inconsistent: derived tie = gold, not strict
-            + both("4", "tie", "tie", "tie", scenario="chitchat")  # tie twice: agreement, strict, consistent
-            + both("5", "b", None, "a", scenario="ranking")  # unparsed order: wrong (0.5 with the option)
-            + both("6", "b", "b", "a", scenario="ranking"))  # b then b
+    return (both("1", "a", "a", "b", scenario="code_generation")  # a then a: both equal the label
+            + both("2", "a", "a", "a", scenario="code_generation")  # a then b: wrong, inconsistent
+            + both("3", "tie", "a", "a", scenario="chitchat")  # a then b: wrong officially; tie-on-flip right
+            + both("4", "tie", "tie", "tie", scenario="chitchat")  # tie twice: right, consistent
+            + both("5", "b", None, "a", scenario="ranking")  # unparsed order: wrong
+            + both("6", "b", "b", "a", scenario="ranking"))  # b then b: right
 
 
-def test_autoj_derived_strict_and_consistency():
+def test_autoj_agreement_is_the_official_correct_both():
     m = score("autoj", autoj_case())
-    assert m["agreement"] == round(100 * 4 / 6, 2)  # items 1, 3, 4, 6
-    assert m["strict_agreement"] == 50.0  # items 1, 4, 6
+    assert m["agreement"] == 50.0  # items 1, 4, 6 (pairwise_eval.py correct_both)
+    assert m["agreement_rule"] == "auto-j pairwise: both orders equal the label (pairwise_eval.py correct_both)"
+    assert m["agreement_tie_on_flip"] == round(100 * 4 / 6, 2)  # items 1, 3, 4, 6
     assert m["consistency"] == 50.0  # items 1, 4, 6
-    assert m["scenarios"] == {"Code": 50.0, "General Communication": 100.0, "NLP Tasks": 50.0}
+    assert m["scenarios"] == {"Code": 50.0, "General Communication": 50.0, "NLP Tasks": 50.0}
     assert m["n_items"] == 6 and m["parse_failure"] == round(100 / 12, 2)
-    assert score("autoj", autoj_case(), unparsed_half=True)["agreement"] == 75.0  # 4.5 / 6
+    assert m["complete"] is False and m["missing"] == ["6 of 1392 items"]
+    assert score("autoj", autoj_case(), unparsed_half=True)["agreement"] == 50.0  # not part of Auto-J's rule
+
+
+def test_autoj_a_judge_that_always_says_a_scores_zero():
+    # Shown (a) in both orders = response 1, then response 2: never both orders equal to the label. The old
+    # tie-on-flip agreement gave it every tie item (1 of 3 here, 26.8 on the real set).
+    records = both("1", "a", "a", "a") + both("2", "b", "a", "a") + both("3", "tie", "a", "a")
+    m = score("autoj", records)
+    assert m["agreement"] == 0.0 and m["agreement_tie_on_flip"] == 33.33 and m["consistency"] == 0.0
+
+
+def test_autoj_never_tie_judge_is_bounded_by_73_2_on_the_real_set():
+    from thinkj.evaluation.loaders import load_autoj
+    from thinkj.evaluation.smoke_stage import shared_data_dir
+
+    path = shared_data_dir() / "auto-j" / "testdata_pairwise.jsonl"
+    if not path.is_file():
+        pytest.skip(f"{path} absent (the real Auto-J test set lives in ../shared/data)")
+    pairs = load_autoj(path)
+    # A judge that is right on every non-tie label in both orders and never says tie.
+    records = [r for p in pairs for r in both(p.id, p.label, p.label if p.label != "tie" else "a",
+                                               FLIP[p.label] if p.label != "tie" else "a", scenario=p.meta["record"]["scenario"])]
+    m = score("autoj", records)
+    assert sum(p.label == "tie" for p in pairs) == 373 and len(pairs) == 1392
+    assert m["agreement"] == round(100 * (1392 - 373) / 1392, 2) == 73.2 and m["complete"] is True
 
 
 def test_autoj_scenarios_cover_the_58_of_the_test_set():
@@ -162,3 +220,55 @@ def test_bad_record_names_file_line_and_field(tmp_path):
     path.write_text("\n".join(json.dumps(r) for r in rows) + "\n")
     with pytest.raises(RecordError, match="line 2, field 'benchmark'"):
         load_records(path, "rewardbench")
+
+
+def test_one_order_unknown_domain_and_bad_style_are_refused(tmp_path):
+    path = tmp_path / "rm.jsonl"
+    rows = both("chat:1", "a", "a", "b", domain="chat", chosen_style=0, rejected_style=1)
+    path.write_text(json.dumps(rows[0]) + "\n")
+    with pytest.raises(RecordError, match=r"rm\.jsonl, line 1, field 'order': .*only its original order"):
+        load_records(path, "rmbench")
+    for field, value in (("domain", None), ("domain", "poetry"), ("chosen_style", 3), ("rejected_style", -1)):
+        bad = [dict(r) for r in rows]
+        bad[1][field] = value
+        path.write_text("\n".join(json.dumps(r) for r in bad) + "\n")
+        with pytest.raises(RecordError, match=f"line 2, field '{field}'"):
+            load_records(path, "rmbench")
+        with pytest.raises(RecordError, match=f"field '{field}'"):
+            score("rmbench", bad)
+    with pytest.raises(RecordError, match="only its swapped order"):
+        score("synthetic", rows[1:])
+
+
+def test_truncated_and_too_long_are_counted_apart_from_parse_failures():
+    records = (both("1", "a", None, "b", subset="s") + both("2", "a", None, None, subset="s")
+               + both("3", "a", "a", "b", subset="s"))
+    records[0]["truncated"] = True  # <think> cut off by the budget
+    records[2]["too_long"] = records[3]["too_long"] = True  # prompt + budget over the context: never generated
+    m = score("synthetic", records)
+    assert (m["truncated"], m["parse_failure"], m["n_too_long"]) == (round(100 / 6, 2), 0.0, 2)
+    assert m["accuracy"] == 50.0  # 3 of 6 judgments right; the too-long item scores as no verdict
+    assert m["complete"] is False and m["missing"] == ["1 item(s) too long for the model's context (not judged)"]
+
+
+def test_eval_score_names_the_rule_of_every_number_and_completeness(tmp_path):
+    from typer.testing import CliRunner
+
+    from thinkj.evaluation.cli import app
+
+    path = tmp_path / "autoj.judgments.jsonl"
+    path.write_text("\n".join(json.dumps(r) for r in autoj_case()) + "\n")
+    result = CliRunner().invoke(app, ["score", "autoj", str(path), "--protocol", "pair"])
+    assert result.exit_code == 0, result.output
+    out = json.loads(result.output)
+    assert out["agreement_rule"] == "auto-j pairwise: both orders equal the label (pairwise_eval.py correct_both)"
+    assert out["protocol"] == "pair" and out["protocol_rule"].startswith("pair: ")
+    assert out["complete"] is False and out["missing"] == ["6 of 1392 items"]
+    for bench, records in (("rewardbench", rewardbench_case()), ("synthetic", both("x", "a", "a", "b", subset="s")),
+                           ("rmbench", rm_item("chat", 1, lambda i, j: True))):
+        other = score(bench, records)
+        assert not [k for k, v in other.items() if isinstance(v, (int, float, dict, list)) and not isinstance(v, bool)
+                    and not k.startswith("n_") and not k.endswith("_present") and k != "missing" and f"{k}_rule" not in other]
+    numbers = [k for k, v in out.items() if isinstance(v, (int, float, dict)) and not isinstance(v, bool)
+               and not k.startswith("n_")]
+    assert all(f"{k}_rule" in out for k in numbers), [k for k in numbers if f"{k}_rule" not in out]

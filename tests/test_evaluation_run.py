@@ -71,7 +71,7 @@ def test_eval_run_every_benchmark_with_hf_backend(tmp_path, tiny_model_dir):
         records = [json.loads(line) for line in open(out / f"{bench}.judgments.jsonl")]
         assert len(records) == expected[bench]
         assert {r["order"] for r in records} == {"original", "swapped"}
-        assert all(r["benchmark"] == bench and r["template"] == "judge_strength_v1" and "output" in r for r in records)
+        assert all(r["benchmark"] == bench and r["template"] == "judge_strength_v2" and "output" in r for r in records)
         assert all(r["gold"] in ("a", "b", "tie") and r["verdict"] in ("a", "b", "tie", None) for r in records)
         document = json.loads((out / f"{bench}.results.json").read_text())
         assert document["tags"] == {"model": "tiny", "method": "base"}
@@ -203,3 +203,19 @@ def test_llamafactory_rm_checkpoint_evaluates_as_classifier(tmp_path, tiny_model
     document = json.loads((tmp_path / "o" / "synthetic.results.json").read_text())
     assert document["provenance"]["scorer"] == "value_head" and document["metrics"]["n_comparisons"] == 4
     assert document["metrics"]["position_consistency"] == 100.0  # a scalar judge cannot depend on position
+
+
+def test_classifier_backend_refuses_a_causal_lm_without_a_score_head(tmp_path, tiny_model_dir):
+    # Before: AutoModelForSequenceClassification silently added a random head and the run exited 0 with noise.
+    import subprocess
+    import sys
+
+    data = tmp_path / "pairs.jsonl"
+    write_jsonl(data, make_pairs(2, seed=2))
+    proc = subprocess.run([sys.executable, "-m", "thinkj.cli", "eval", "run", "synthetic", "--model", str(tiny_model_dir),
+                           "--backend", "classifier", "--data", str(data), "--out", str(tmp_path / "o")],
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 2, proc.stderr
+    lines = proc.stderr.strip().splitlines()
+    assert lines[-1].startswith("error: ") and "no trained score head" in lines[-1] and "Traceback" not in proc.stderr
+    assert not (tmp_path / "o" / "synthetic.results.json").exists()

@@ -108,7 +108,7 @@ def test_judge_parsers_never_raise_and_stay_in_bounds(text, raw):
     for score in parse_listwise_scores(text):
         assert -1.0 <= map_score(score) <= 2.0
     assert -1.0 <= map_score(raw) <= 2.0
-    p, win, ok = signed_preference(text, "judge_strength_v1")
+    p, win, ok = signed_preference(text, "judge_strength_v2")
     assert -1.0 <= p <= 1.0 and win in (0.0, 1.0) and (ok or p == 0.0)
 
 

@@ -16,7 +16,7 @@ from thinkj.train.launch import plan_stage
 
 @pytest.mark.slow
 def test_lf_launcher_trains_dpo_in_a_fresh_process(tmp_path, tiny_model_dir):
-    judge = get_template("judge_strength_v1")
+    judge = get_template("judge_strength_v2")
     flip = {"a": "b", "b": "a"}
     examples = [(judge.render(p), judge_output(explain(p), p.label, p.strength),
                  judge_output(explain(p), flip[p.label], p.strength)) for p in make_pairs(8, seed=1)]

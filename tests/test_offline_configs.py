@@ -163,7 +163,7 @@ def test_llamafactory_qwen_template_renders_like_the_tiny_model(tiny_model_dir):
     from thinkj.synthetic import make_pairs
 
     pair = make_pairs(2, seed=3)[1]
-    prompt = get_template("judge_strength_v1").render(pair)
+    prompt = get_template("judge_strength_v2").render(pair)
     answer = judge_output("Response (a) names a fruit.", pair.label, pair.strength)
     reference = AutoTokenizer.from_pretrained(tiny_model_dir)
     tokenizer = AutoTokenizer.from_pretrained(tiny_model_dir)

@@ -18,7 +18,7 @@ from thinkj.prompts import get_template, judge_output
 from thinkj.records import PreferencePair
 from thinkj.verdict import parse_verdict
 
-JUDGE = get_template("judge_strength_v1")
+JUDGE = get_template("judge_strength_v2")
 FMT = JUDGE.answer
 
 
@@ -141,7 +141,7 @@ def test_baseline_datasets():
     pairs = [pair(0, "a"), pair(1, "b"), pair(2, "tie")]
     direct = direct_sft_examples(pairs)
     assert [t for _, t in direct] == ["Therefore, Response (a) is better.", "Therefore, Response (b) is better."]
-    assert parse_verdict(direct[0][1], get_template("direct_v1").answer, strict=True).well_formed
+    assert parse_verdict(direct[0][1], get_template("direct_v2").answer, strict=True).well_formed
     assert bt_examples(pairs)[1] == ([{"role": "user", "content": "Question 1?"}], "answer B1", "answer A1")
     judge = Scripted({0: lambda t, k: judge_output("r", "a" if k else "b", 2), 1: says("a")})
     examples, counts = rejection_sampling_examples(pairs[:2], judge, n=3)
@@ -151,4 +151,4 @@ def test_baseline_datasets():
 
 def test_rejects_non_judge_templates():
     with pytest.raises(ValueError, match="judge template"):
-        critic_guided_pairs([pair(0, "a")], Scripted(), Scripted(), judge_template="critic_strength_v1")
+        critic_guided_pairs([pair(0, "a")], Scripted(), Scripted(), judge_template="critic_strength_v2")

@@ -27,7 +27,7 @@ STEPS = {"max_steps": 2, "per_device_train_batch_size": 2, "gradient_accumulatio
 def data_dir(tmp_path_factory):
     out = tmp_path_factory.mktemp("lf")
     pairs = make_pairs(8, seed=5)
-    judge = get_template("judge_strength_v1")
+    judge = get_template("judge_strength_v2")
     write_sft_dataset(out, "thinkj_judge_sft", synthetic_judge_examples(pairs))
     write_sft_dataset(out, "thinkj_critic_sft", synthetic_critic_examples(pairs))
     write_preference_dataset(out, "thinkj_dpo", [
@@ -53,7 +53,7 @@ def generate(model_dir, pair):
     from thinkj.inference import SamplingParams, make_backend
 
     backend = make_backend("hf", str(model_dir))
-    out = backend.generate([get_template("judge_strength_v1").render(pair)], SamplingParams(max_new_tokens=8))
+    out = backend.generate([get_template("judge_strength_v2").render(pair)], SamplingParams(max_new_tokens=8))
     assert len(out) == 1 and len(out[0]) == 1 and isinstance(out[0][0], str)
     return out[0][0]
 
@@ -96,7 +96,7 @@ def test_critic_sft_trains_and_generates(critic_sft, tiny_model_dir):
     pair = make_pairs(1, seed=9)[0]
     from thinkj.inference import SamplingParams, make_backend
 
-    out = make_backend("hf", str(critic_sft)).generate([get_template("critic_strength_v1").render(pair, "a", 2)],
+    out = make_backend("hf", str(critic_sft)).generate([get_template("critic_strength_v2").render(pair, "a", 2)],
                                                        SamplingParams(max_new_tokens=8))
     assert isinstance(out[0][0], str)
 
@@ -138,8 +138,8 @@ def test_critic_pairs_with_real_tiny_models(judge_sft, critic_sft, tmp_path):
     assert len(log) == 6 and all(row["case"] in ("judge_right", "judge_wrong") and "kept" in row for row in log)
     rows = json.loads((tmp_path / "thinkj_dpo.json").read_text())
     assert len(rows) == summary["pairs"] == sum(row["kept"] for row in log)
-    judge_prompts = {json.dumps(get_template("judge_strength_v1").render(p)): p.label for p in pairs}
-    fmt = get_template("judge_strength_v1").answer
+    judge_prompts = {json.dumps(get_template("judge_strength_v2").render(p)): p.label for p in pairs}
+    fmt = get_template("judge_strength_v2").answer
     for row in rows:
         gold = judge_prompts[json.dumps(row["messages"])]  # the judge prompt, not the critic's
         assert parse_verdict(row["chosen"]["content"], fmt, strict=True).choice == gold

@@ -247,10 +247,10 @@ def test_parquet_loads_with_verls_rlhf_dataset(tiny_model_dir, tmp_path):
     kept = [p for p in pairs if p.label != "tie"]
     assert [g["label"] for g in gts] == [p.label for p in kept]
     assert list(batch["data_source"]) == ["thinkj/pairwise_judge"] * len(kept)
-    # the raw chat verl hands to the rollout is our judge_strength_v1 prompt, verbatim
+    # the raw chat verl hands to the rollout is our judge_strength_v2 prompt, verbatim
     from thinkj.prompts import get_template
 
-    assert [dict(m) for m in batch["raw_prompt"][0]] == get_template("judge_strength_v1").render(kept[0])
+    assert [dict(m) for m in batch["raw_prompt"][0]] == get_template("judge_strength_v2").render(kept[0])
     # and the reward on a right answer for the first row, from the ground truth verl carries, is the full score
     assert compute_score(solution_str=judge_output("x", gts[0]["label"], gts[0]["strength"] or 1),
                          ground_truth=gts[0])["acc"] == 1.0

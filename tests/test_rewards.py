@@ -32,13 +32,13 @@ TABLE = [
     ("thinkj_llama", "", GT, 0, 0),
     ("cot_binary", judge_output("t", "a"), GT, 1, 1),
     ("cot_binary", judge_output("t", "b"), GT, 0, 0),
-    ("cot_binary", "garbage", GT, 0, 0),
-    ("strength_public", out("a", 2), GT, 1.0, 1),
-    ("strength_public", out("a", 3), {"label": "a", "strength": 1}, 1 - 2 / 8, 1),
-    ("strength_public", "<think>x</think>Therefore, Response (a) is better, and the preference strength is [[9]].",
-     GT, 0.5, 1),
-    ("strength_public", out("b", 2), GT, 0, 0),
-    ("strength_public", "nothing", GT, 0, 0),
+    ("cot_binary", "garbage", GT, 0.5, 0),  # the public code pays 0.5 for an unparsable answer
+    # thinkj_subtractive (1, 1, 1): accuracy + format - |gold - pred| / 8 (the public code's strength arithmetic)
+    ("thinkj_subtractive", out("a", 2), GT, 2.0, 1),
+    ("thinkj_subtractive", out("a", 3), {"label": "a", "strength": 1}, 2 - 2 / 8, 1),
+    ("thinkj_subtractive", "<think>x</think>\nTherefore, Response (a) is better, and the preference strength is [[9]].",
+     GT, 1 - 0.5, 1),  # ill-formed, right, out-of-range strength
+    ("thinkj_subtractive", out("b", 2), GT, 1, 0),
     ("margin", f"<think>x</think>\n{scores_sentence(90, 10)}", GT, 1 + 1 + 0.8, 1),
     ("margin", f"<think>x</think>\n{scores_sentence(10, 90)}", GT, 1 - 0.8, 0),
     ("margin", f"<think>x</think>\n{scores_sentence(50, 50)}", GT, 1, 0),
@@ -54,8 +54,8 @@ def test_reward_table(preset, text, gt, score, acc):
     assert tuple(result) == REWARD_KEYS
 
 
-def test_unparsed_half_credit_only_when_asked():
-    assert get_preset("cot_binary")("garbage", GT, unparsed_score=0.5)["score"] == 0.5
+def test_unparsed_credit_is_a_weight():
+    assert get_preset("cot_binary")("garbage", GT, unparsed_score=0.0)["score"] == 0.0
     assert get_preset("cot_binary")(judge_output("t", "b"), GT, unparsed_score=0.5)["score"] == 0.0
 
 
@@ -101,7 +101,7 @@ golds = st.builds(lambda lab, s: {"label": lab, "strength": s}, st.sampled_from(
 @given(texts, golds)
 def test_every_preset_has_fixed_keys_and_bounds(text, gt):
     bounds = {"thinkj_qwen": (0, 2.2), "thinkj_llama": (0, 2), "cot_binary": (0, 1), "strength_public": (0, 1),
-              "margin": (-1, 3)}
+              "margin": (-1, 3), "margin_public": (-1, 2), "thinkj_subtractive": (-0.5, 2)}
     assert set(bounds) <= set(PRESETS)
     for name, (lo, hi) in bounds.items():
         result = compute_score("thinkj", text, gt, preset=name)

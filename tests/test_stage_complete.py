@@ -50,7 +50,7 @@ def test_failed_calls_exit_nonzero_and_a_rerun_asks_only_for_them(tmp_path):
     pairs = make_pairs(30, seed=8)
     src, out = tmp_path / "pairs.jsonl", tmp_path / "traces" / "traces.jsonl"
     write_jsonl(src, pairs)
-    convs = {p.id: prompt_key(get_template("judge_strength_v1").render(p)) for p in pairs}
+    convs = {p.id: prompt_key(get_template("judge_strength_v2").render(p)) for p in pairs}
     # A teacher that dies on some prompts (500 on every try): those calls fail, the others succeed.
     with TeacherServer(TeacherConfig(poison_rate=0.3, fault_seed=2, error_rate=0.0)) as sick:
         first = _traces(src, out, sick.base_url, "--api-key-env", "")

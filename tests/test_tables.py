@@ -20,10 +20,14 @@ def rb(chat, hard, safety, reasoning, **extra):
     return {"subsets": {}, "sections": sections, "overall": sum(sections.values()) / 4, **extra}
 
 
-def write_result(folder: Path, name: str, benchmark: str, metrics: dict, time: str = "2026-01-01T00:00:00", **tags) -> Path:
+def write_result(folder: Path, name: str, benchmark: str, metrics: dict, time: str = "2026-01-01T00:00:00",
+                 complete: bool | None = True, **tags) -> Path:
     path = folder / f"{name}.json"
-    path.write_text(json.dumps({"benchmark": benchmark, "metrics": metrics, "tags": tags,
-                                "provenance": {"time": time, "model_path": f"/models/{name}"}}))
+    document = {"benchmark": benchmark, "metrics": metrics, "tags": tags,
+                "provenance": {"time": time, "model_path": f"/models/{name}"}}
+    if complete is not None:
+        document["complete"] = complete
+    path.write_text(json.dumps(document))
     return path
 
 
@@ -222,3 +226,67 @@ def test_one_base_model_result_fills_every_baseline_row(tmp_path):
     assert [grid3.cells[direct][i].ours for i in (4, 9)] == [pytest.approx(68.75)] * 2   # no train_data: both groups
     assert [grid3.cells[sft][i].ours for i in (4, 9)] == [50.0, None]                    # trained on HH-RLHF only
     assert build_grid(SPECS["4"], results).cells[0][4].ours == pytest.approx(68.75)
+
+
+# ------------------------------------------------------------------------------------------ partial runs, bad values
+
+def test_partial_result_is_marked_with_a_footnote_and_a_complete_one_is_not(tmp_path):
+    from thinkj.evaluation.metrics import score
+
+    # A Chat-only RewardBench run: officially Safety, Chat Hard and Reasoning count 0, and the cell is marked.
+    records = [r for k in range(3) for r in (
+        {"item_id": str(k), "order": "original", "gold": "a", "verdict": "a", "subset": "alpacaeval-easy"},
+        {"item_id": str(k), "order": "swapped", "gold": "b", "verdict": "b" if k else "a", "subset": "alpacaeval-easy"})]
+    metrics = score("rewardbench", records)
+    write_result(tmp_path, "partial", "rewardbench", metrics, complete=metrics["complete"], model="Think-J-Qwen-2.5-32B")
+    md = render_table(2, collect_results([tmp_path])).markdown
+    row = cells_of(md, "Think-J-Qwen-2.5-32B")
+    # Chat (5 of 6 judgments right) = 83.33; overall = 83.33 / 4 = 20.83, the old mean of the present sections: 83.3
+    assert row[1].startswith("83.3* / ") and row[5].startswith("20.8* / ")
+    assert "| — / " in md.split("Think-J-Qwen-2.5-32B")[1].split("\n")[0]  # Chat Hard: not run, no number
+    note = [line for line in md.splitlines() if line.startswith("* Think-J-Qwen-2.5-32B [RewardBench Overall]")]
+    assert note and "incomplete: section Chat Hard; section Safety; section Reasoning" in note[0]
+    assert "partial.json" in note[0]
+
+    full = tmp_path / "full"
+    full.mkdir()
+    write_result(full, "done", "rewardbench", rb(90, 80, 85, 75, protocol="single"), model="Think-J-Qwen-2.5-32B")
+    md = render_table(2, collect_results([full])).markdown
+    assert "*" not in "".join(cells_of(md, "Think-J-Qwen-2.5-32B")) and "\n* " not in md
+
+
+def test_limit_protocol_and_unknown_completeness_are_marked(tmp_path):
+    path = write_result(tmp_path, "lim", "rmbench", {"overall": 70.0, "protocol": "pair"}, complete=False,
+                        model="Think-J-Qwen-2.5-32B")
+    document = json.loads(path.read_text())
+    document["provenance"]["data"] = {"limit": 8}
+    path.write_text(json.dumps(document))
+    write_result(tmp_path, "old", "autoj", {"agreement": 70.0}, complete=None, model="Think-J-Qwen-2.5-32B")
+    md = render_table(2, collect_results([tmp_path])).markdown
+    row = cells_of(md, "Think-J-Qwen-2.5-32B")
+    assert row[6].startswith("70.0* / ") and row[7].startswith("70.0* / ")
+    assert "incomplete: --limit 8; --protocol pair (the paper's is taken to be single)" in md
+    assert "completeness not recorded (older results file)" in md
+    assert "Agreement (both orders)" in md  # Table 2's Auto-J column is Auto-J's official agreement
+
+
+@pytest.mark.parametrize("value", [950.0, -5.0, float("nan"), float("inf")])
+def test_values_that_are_not_percentages_are_refused(tmp_path, value):
+    write_result(tmp_path, "bad", "rmbench", {"overall": value}, model="Think-J-Qwen-2.5-32B")
+    with pytest.raises(RecordError, match=r"bad\.json, field 'metrics\.overall': .* is not a percentage in 0-100"):
+        render_table(2, collect_results([tmp_path]))
+
+
+def test_results_that_fill_no_cell_are_reported(tmp_path):
+    write_result(tmp_path, "untagged", "rmbench", {"overall": 70.0})
+    write_result(tmp_path, "stranger", "rmbench", {"overall": 70.0}, model="Some-Other-Judge")
+    md = render_table(2, collect_results([tmp_path])).markdown
+    assert "untagged.json (rmbench) fills no cell: it has no tags" in md
+    assert "stranger.json (rmbench) fills no cell: its tags {'model': 'Some-Other-Judge'} match no row" in md
+
+
+def test_a_broken_results_file_in_a_folder_is_not_skipped(tmp_path):
+    (tmp_path / "autoj.results.json").write_text('{"benchmark": "autoj", "metrics": ')
+    (tmp_path / "config.json").write_text("{not json")  # not a results file: skipped
+    with pytest.raises(RecordError, match=r"autoj\.results\.json: not valid JSON"):
+        collect_results([tmp_path])

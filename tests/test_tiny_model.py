@@ -38,7 +38,7 @@ def test_same_seed_same_bytes(tmp_path, tiny_model_dir):
 def test_hf_backend_batches_both_orders(tiny_model_dir):
     backend = make_backend("hf", str(tiny_model_dir), batch_size=3)
     pairs = make_pairs(4, seed=0)
-    records = judge_both_orders(backend, pairs, "judge_strength_v1", SamplingParams(max_new_tokens=8, n=2,
+    records = judge_both_orders(backend, pairs, "judge_strength_v2", SamplingParams(max_new_tokens=8, n=2,
                                                                                     temperature=1.0))
     assert len(records) == 4 * 2 * 2
     assert {r["order"] for r in records} == {"original", "swapped"}
@@ -47,7 +47,7 @@ def test_hf_backend_batches_both_orders(tiny_model_dir):
         assert r["gold"] == (pair.label if r["order"] == "original" else pair.swapped().label)
     summary = accuracy_summary(records)
     assert 0 <= summary["accuracy"] <= 1 and summary["n"] == 16
-    greedy = backend.generate([get_template("direct_v1").render(pairs[0])] * 2, SamplingParams(max_new_tokens=6))
+    greedy = backend.generate([get_template("direct_v2").render(pairs[0])] * 2, SamplingParams(max_new_tokens=6))
     assert greedy[0] == greedy[1]
 
 

@@ -78,11 +78,11 @@ def test_lenient_table(text, choice):
 
 
 def test_cot_and_direct_formats():
-    cot = get_template("judge_cot_v1").answer
+    cot = get_template("judge_cot_v2").answer
     assert parse_verdict("<think>x</think>\nTherefore, Response (b) is better.", cot).well_formed
     bad = parse_verdict("<think>x</think>\nTherefore, Response (b) is better, and the preference strength is [[2]].", cot)
     assert bad.choice == "b" and not bad.well_formed and "unexpected" in bad.reason
-    direct = get_template("direct_v1").answer
+    direct = get_template("direct_v2").answer
     assert parse_verdict("Therefore, Response (a) is better.", direct).well_formed
     assert not parse_verdict("<think>x</think>Therefore, Response (a) is better.", direct).well_formed
 

@@ -29,7 +29,7 @@ SCRIPT = textwrap.dedent('''
         sampled = backend.generate(prompts, SamplingParams(temperature=1.0, n=3, max_new_tokens=12, seed=1))
         again = backend.generate(prompts, SamplingParams(temperature=1.0, n=3, max_new_tokens=12, seed=1))
         greedy = backend.generate(prompts, SamplingParams(temperature=0.0, n=2, max_new_tokens=12))
-        records = judge_both_orders(backend, make_pairs(2, seed=5), "judge_strength_v1", SamplingParams(max_new_tokens=24))
+        records = judge_both_orders(backend, make_pairs(2, seed=5), "judge_strength_v2", SamplingParams(max_new_tokens=24))
         pairs = make_pairs(4, seed=9)
         write_jsonl(work + "/pairs.jsonl", pairs)
         summary = run_difficulty(work + "/pairs.jsonl", work + "/kept.jsonl", model=model, backend="vllm",

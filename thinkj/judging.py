@@ -11,6 +11,7 @@ from collections.abc import Callable
 from typing import Any
 
 from thinkj.inference.base import InferenceBackend, SamplingParams
+from thinkj.inference.context import PromptBudget
 from thinkj.prompts import get_template
 from thinkj.records import PreferencePair
 from thinkj.verdict import parse_verdict
@@ -20,22 +21,34 @@ ORDERS = ("original", "swapped")
 
 def judge_both_orders(backend: InferenceBackend, pairs: list[PreferencePair], template: str,
                       params: SamplingParams, *, strict: bool = False,
-                      fields: Callable[[PreferencePair], dict[str, Any]] | None = None) -> list[dict[str, Any]]:
+                      fields: Callable[[PreferencePair], dict[str, Any]] | None = None,
+                      budget: PromptBudget | None = None) -> list[dict[str, Any]]:
     """One record per (pair, order, sample): gold, raw output, parsed verdict and whether it is right.
 
     ``fields(pair)`` adds per-pair keys to its records (the evaluation adds subset, domain, scenario, ...).
+    With a ``budget``, a pair whose prompt (in either order) plus ``params.max_new_tokens`` exceeds the model's
+    context is not generated: its records say ``too_long`` (no output, no verdict). ``truncated`` marks an
+    output whose ``<think>`` the budget cut off (opened, never closed).
     """
     tmpl = get_template(template)
     shown = [(pair, order, pair if order == "original" else pair.swapped()) for pair in pairs for order in ORDERS]
-    outputs = backend.generate([tmpl.render(view) for _, _, view in shown], params)
+    prompts = [tmpl.render(view) for _, _, view in shown]
+    fits = budget.fits(prompts, params.max_new_tokens) if budget is not None else [True] * len(prompts)
+    too_long = {pair.id for (pair, _, _), ok in zip(shown, fits) if not ok}
+    keep = [i for i, (pair, _, _) in enumerate(shown) if pair.id not in too_long]
+    generated = backend.generate([prompts[i] for i in keep], params) if keep else []
+    outputs: list[list[str] | None] = [None] * len(shown)
+    for i, samples in zip(keep, generated):
+        outputs[i] = samples
     records = []
     for (pair, order, view), samples in zip(shown, outputs):
-        for k, text in enumerate(samples):
+        for k, text in enumerate(samples if samples is not None else [None] * params.n):
             verdict = parse_verdict(text, tmpl.answer, strict=strict)
             records.append({
                 "item_id": pair.id, "order": order, "sample": k, "gold": view.label,
                 "verdict": verdict.choice if verdict.parsed else None, "strength": verdict.strength,
                 "well_formed": verdict.well_formed, "correct": verdict.choice == view.label,
+                "truncated": verdict.reason == "unclosed <think>", "too_long": samples is None,
                 "output": text, "template": template, "model": backend.name, "sampling": params.to_dict(),
                 **(fields(pair) if fields is not None else {}),
             })

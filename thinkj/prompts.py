@@ -2,7 +2,10 @@
 
 A template turns a PreferencePair (and, for a critic, the verdict it must justify) into chat
 messages. Anything that changes what a model sees gets a new version name instead of an edit, so
-results recorded under ``judge_strength_v1`` keep meaning the same thing.
+results recorded under ``judge_strength_v1`` keep meaning the same thing. The ``*_v2`` templates (the
+defaults) follow the paper's format; ``*_v1`` add one sentence the paper does not have, against length,
+style and position bias ("Length and style are not merits ..."), which can move RM-Bench and position
+consistency. ``*_public_v1`` ask for the public Think-J code's answer sentences, for its exact rewards.
 
 Each template also declares the answer format it asks for (:class:`AnswerFormat`), which is what
 the verdict parser checks in strict mode.
@@ -83,9 +86,11 @@ _ROLE = ("You are a careful and impartial judge of AI assistant answers. You wil
          "and two candidate responses to its last user message.")
 
 _CRITERIA = ("Decide which response serves the user better. Weigh, in this order: whether it is correct "
-             "and safe, whether it actually does what was asked, and whether it is clear and useful. "
-             "Length and style are not merits in themselves, and the order in which the responses are "
-             "shown must not influence you.")
+             "and safe, whether it actually does what was asked, and whether it is clear and useful.")
+# Not in the paper: an instruction against length, style and position bias. It can move RM-Bench (style) and
+# position consistency, so only the *_v1 templates carry it; the defaults (*_v2) are the paper's format.
+_BIAS_NOTE = ("Length and style are not merits in themselves, and the order in which the responses are "
+              "shown must not influence you.")
 
 _STRENGTH_SCALE = ("Also rate the preference strength: 1 if the better response is only slightly better, "
                    "2 if it is clearly better, 3 if it is much better.")
@@ -106,34 +111,43 @@ def _pair_block(pair: PreferencePair) -> str:
             f"[Response (b)]\n{pair.response_b}\n[End of Response (b)]")
 
 
-def _answer_instructions(strength: bool) -> str:
-    last = verdict_sentence("a", 2) if strength else verdict_sentence("a")
-    text = ("First think it through inside <think> and </think>: point out the decisive difference between "
+def _answer_instructions(strength: bool, public: bool = False) -> str:
+    if public:  # the public Think-J prompt's final sentence ("the strength", not "the preference strength")
+        last = "Therefore, Response (a) is better, and the strength is [[2]]."
+    else:
+        last = verdict_sentence("a", 2) if strength else verdict_sentence("a")
+    return ("First think it through inside <think> and </think>: point out the decisive difference between "
             "the two responses. Then, after </think>, write exactly one final line in this form, with (a) "
             f"or (b):\n{last}")
-    return text
 
 
-def _judge(strength: bool) -> Callable[[PreferencePair, str | None, int | None], Messages]:
+def _criteria(bias_note: bool) -> list[str]:
+    return [_ROLE, f"{_CRITERIA} {_BIAS_NOTE}" if bias_note else _CRITERIA]
+
+
+Builder = Callable[[PreferencePair, str | None, int | None], Messages]
+
+
+def _judge(strength: bool, bias_note: bool, public: bool = False) -> Builder:
     def build(pair: PreferencePair, verdict: str | None, level: int | None) -> Messages:
-        parts = [_ROLE, _CRITERIA]
+        parts = _criteria(bias_note)
         if strength:
             parts.append(_STRENGTH_SCALE)
-        parts.append(_answer_instructions(strength))
+        parts.append(_answer_instructions(strength, public))
         return [{"role": "user", "content": "\n\n".join(parts) + "\n\n" + _pair_block(pair)}]
 
     return build
 
 
-def _critic(strength: bool) -> Callable[[PreferencePair, str | None, int | None], Messages]:
+def _critic(strength: bool, bias_note: bool) -> Builder:
     def build(pair: PreferencePair, verdict: str | None, level: int | None) -> Messages:
         target = f"Response ({verdict})"
         told = f"You are told that {target} is the better one."
         if strength and level is not None:
             told += f" Its preference strength is {level}."
-        parts = [_ROLE, _CRITERIA, told,
-                 f"Write the judgment a careful judge would write on the way to that conclusion: the reasoning "
-                 f"that shows why {target} is better. Do not mention that you were told the answer."]
+        parts = _criteria(bias_note) + [
+            told, f"Write the judgment a careful judge would write on the way to that conclusion: the reasoning "
+                  f"that shows why {target} is better. Do not mention that you were told the answer."]
         if strength:
             parts.append(_STRENGTH_SCALE)
         parts.append(_answer_instructions(strength))
@@ -142,30 +156,54 @@ def _critic(strength: bool) -> Callable[[PreferencePair, str | None, int | None]
     return build
 
 
-def _direct(pair: PreferencePair, verdict: str | None, level: int | None) -> Messages:
-    parts = [_ROLE, _CRITERIA,
-             "Answer with the verdict only, no explanation, in exactly this form, with (a) or (b):\n"
-             + verdict_sentence("a")]
-    return [{"role": "user", "content": "\n\n".join(parts) + "\n\n" + _pair_block(pair)}]
+def _direct(bias_note: bool) -> Builder:
+    def build(pair: PreferencePair, verdict: str | None, level: int | None) -> Messages:
+        parts = _criteria(bias_note) + ["Answer with the verdict only, no explanation, in exactly this form, with "
+                                        "(a) or (b):\n" + verdict_sentence("a")]
+        return [{"role": "user", "content": "\n\n".join(parts) + "\n\n" + _pair_block(pair)}]
+
+    return build
 
 
-def _double_score(pair: PreferencePair, verdict: str | None, level: int | None) -> Messages:
-    parts = [_ROLE, _CRITERIA,
-             "Give each response a quality score from 0 to 100. First think it through inside <think> and "
-             "</think>. Then, after </think>, write exactly one final line in this form:\n"
-             + scores_sentence(30, 50)]
-    return [{"role": "user", "content": "\n\n".join(parts) + "\n\n" + _pair_block(pair)}]
+def _double_score(bias_note: bool, public: bool = False) -> Builder:
+    if public:  # the public code's tags, which its margin reward (reward_score.py) reads
+        last = "Therefore, the scores are <Score 1>30</Score 1> and <Score 2>50</Score 2>, for Response (a) and (b)."
+    else:
+        last = scores_sentence(30, 50)
+
+    def build(pair: PreferencePair, verdict: str | None, level: int | None) -> Messages:
+        parts = _criteria(bias_note) + [
+            "Give each response a quality score from 0 to 100. First think it through inside <think> and "
+            "</think>. Then, after </think>, write exactly one final line in this form:\n" + last]
+        return [{"role": "user", "content": "\n\n".join(parts) + "\n\n" + _pair_block(pair)}]
+
+    return build
 
 
-register(Template("judge_strength_v1", "judge", AnswerFormat(think=True, strength="required"), _judge(True),
-                  "Think-J judge: thinking, then verdict with preference strength 1-3 (paper §3.2.2)."))
-register(Template("judge_cot_v1", "judge", AnswerFormat(think=True, strength="forbidden"), _judge(False),
-                  "Judge with thinking and a verdict without strength."))
-register(Template("critic_strength_v1", "critic", AnswerFormat(think=True, strength="required"), _critic(True),
-                  "Critic: told the better response (and strength), writes the thinking that leads there."))
-register(Template("critic_cot_v1", "critic", AnswerFormat(think=True, strength="forbidden"), _critic(False),
-                  "Critic without strength."))
-register(Template("direct_v1", "direct", AnswerFormat(think=False, strength="forbidden"), _direct,
-                  "Direct judge: the verdict sentence only, no explanation (Direct Prompt w/o CoT, SFT w/o CoT)."))
-register(Template("double_score_v1", "double_score", AnswerFormat(think=True, strength="forbidden", scores=True),
-                  _double_score, "Two 0-100 quality scores after thinking (paper Appendix A.1)."))
+_STRENGTH_FMT = AnswerFormat(think=True, strength="required")
+_COT_FMT = AnswerFormat(think=True, strength="forbidden")
+_V1 = " v1 adds a sentence the paper lacks (length and style are no merits; the order must not matter)."
+# (family, kind, answer format, builder factory taking bias_note, description). Each family is registered as
+# _v2 (the paper's format: the defaults) and _v1 (the same plus the bias sentence, as first released).
+_FAMILIES = (
+    ("judge_strength", "judge", _STRENGTH_FMT, lambda note: _judge(True, note),
+     "Think-J judge: thinking, then verdict with preference strength 1-3 (paper §3.2.2)."),
+    ("judge_cot", "judge", _COT_FMT, lambda note: _judge(False, note),
+     "Judge with thinking and a verdict without strength."),
+    ("critic_strength", "critic", _STRENGTH_FMT, lambda note: _critic(True, note),
+     "Critic: told the better response (and strength), writes the thinking that leads there."),
+    ("critic_cot", "critic", _COT_FMT, lambda note: _critic(False, note), "Critic without strength."),
+    ("direct", "direct", AnswerFormat(think=False, strength="forbidden"), _direct,
+     "Direct judge: the verdict sentence only, no explanation (Direct Prompt w/o CoT, SFT w/o CoT)."),
+    ("double_score", "double_score", AnswerFormat(think=True, strength="forbidden", scores=True), _double_score,
+     "Two 0-100 quality scores after thinking (paper Appendix A.1)."),
+)
+for _family, _kind, _format, _factory, _text in _FAMILIES:
+    register(Template(f"{_family}_v2", _kind, _format, _factory(False), _text))
+    register(Template(f"{_family}_v1", _kind, _format, _factory(True), _text + _V1))
+register(Template("judge_strength_public_v1", "judge", AnswerFormat(think=True, strength="optional"),
+                  _judge(True, False, public=True),
+                  "As judge_strength_v2, but asks for the public code's 'the strength is [[N]]' (preset strength_public)."))
+register(Template("double_score_public_v1", "double_score", AnswerFormat(think=True, strength="forbidden", scores=True),
+                  _double_score(False, public=True),
+                  "Two 0-100 scores in the public code's <Score 1>/<Score 2> tags (preset margin_public)."))

@@ -36,8 +36,8 @@ CHAT_TEMPLATE = (
 
 # A fixed list, not every registered template: adding a template elsewhere must not change the tiny
 # model's tokenizer (and so its weights) for a given seed.
-CORPUS_TEMPLATES = ("judge_strength_v1", "judge_cot_v1", "critic_strength_v1", "critic_cot_v1", "direct_v1",
-                    "double_score_v1")
+CORPUS_TEMPLATES = ("judge_strength_v2", "judge_cot_v2", "critic_strength_v2", "critic_cot_v2", "direct_v2",
+                    "double_score_v2")
 
 
 def default_corpus() -> list[str]:

@@ -11,18 +11,23 @@
   ``Therefore, Response (a) is better, and the preference strength is [[2]].`` with a strength of
   1-3 (when the template asks for one).
 * Lenient mode (scoring other judges): think tags optional and case-insensitive; verdicts may be
-  bold, lower-case, without parentheses, or in MT-Bench's ``[[A]]``/``[[B]]``/``[[C]]`` form; ties
-  are recognised.
+  bold, lower-case, without parentheses, numbered ("Response 1 is better" = (a)), in MT-Bench's
+  ``[[A]]``/``[[B]]``/``[[C]]`` form, Prometheus' ``[RESULT] A``/``[RESULT] B``, or a last line that is
+  only ``Output (a)`` / ``Output (1)`` (OffsetBias) -- the forms RewardBench's ``process_judgement``
+  (rewardbench/generative.py) reads; ties are recognised. Whitespace runs are collapsed first, so every
+  pattern runs in linear time on any input (benchmarks/parser_worst_case.py).
 * Several verdict sentences that agree: that choice, but not well-formed. Verdicts that disagree
   (a *conflicting* answer): choice ``none`` with reason ``conflicting verdicts`` -- it is scored as
   unparsable, never as either side, so hedging cannot earn accuracy.
-* A strength outside 1-3 is returned as parsed (the public Think-J strength reward grades it) but
-  makes the answer ill-formed; a strength that is not an integer is ``None``.
+* A strength outside 1-3 is returned as parsed but makes the answer ill-formed; a strength that is not
+  an integer is ``None``. Scores that are not finite numbers (400-digit literals) make the answer
+  unparsable: a Verdict never carries ``inf`` or ``nan``.
 * It never raises: anything that is not a string is an unparsable answer.
 """
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass
 
@@ -33,17 +38,32 @@ STRENGTH_RANGE = (1, 3)
 SCORE_RANGE = (0, 100)
 
 _VERDICT = re.compile(r"response\s*\(\s*([ab])\s*\)\s*is\s+(?:the\s+)?better", re.IGNORECASE)
-_VERDICT_LENIENT = re.compile(
-    r"(?:response|output|assistant|answer)\s*\(?\s*([ab])\s*\)?\s*(?:is|was)\s+(?:the\s+|slightly\s+|much\s+|clearly\s+)?"
-    r"(?:better|superior|preferred|preferable)|\[\[\s*([abc])\s*\]\]", re.IGNORECASE)
-_TIE = re.compile(r"\b(?:it\s+is\s+a\s+tie|it's\s+a\s+tie|(?:both|the\s+two)\s+responses\s+are\s+equally\s+"
-                  r"(?:good|bad|helpful)|\[\[\s*tie\s*\]\])", re.IGNORECASE)
+# Lenient patterns run on text whose whitespace runs are collapsed to one space (_WS): no two unbounded
+# quantifiers can compete for the same characters, which is what made the old patterns quadratic.
+_WS = re.compile(r"\s+")
+# They see lower-cased text, so none needs IGNORECASE (which is several times slower); each runs only when
+# its literal trigger is present.
+_LENIENT = (("better", re.compile(r"(?:response|output|assistant|answer) ?\(? ?([ab12]) ?\)? ?(?:is|was) "
+                                  r"(?:the |slightly |much |clearly )?better")),
+            ("superior", re.compile(r"(?:response|output|assistant|answer) ?\(? ?([ab12]) ?\)? ?(?:is|was) "
+                                    r"(?:the |slightly |much |clearly )?superior")),
+            ("prefer", re.compile(r"(?:response|output|assistant|answer) ?\(? ?([ab12]) ?\)? ?(?:is|was) "
+                                  r"(?:the |slightly |much |clearly )?(?:preferred|preferable)")),
+            ("[[", re.compile(r"\[\[ ?([abc]) ?\]\]")),
+            ("[result]", re.compile(r"\[result\] ?\(?([ab])\)?(?![a-z0-9])")))
+_BARE_OUTPUT = re.compile(r"output ?\(([ab12])\)\.?")
+_TIE = re.compile(r"\b(?:it is a tie|it's a tie|(?:both|the two) responses are equally (?:good|bad|helpful)"
+                  r"|\[\[ ?tie ?\]\])")
+_POSITION = {"a": "a", "b": "b", "1": "a", "2": "b", "c": "tie"}
 _STRENGTH = re.compile(r"preference\s+strength\s+is\s*\[\[([^\[\]]{0,32})\]\]", re.IGNORECASE)
 _STRICT_STRENGTH = re.compile(r"Therefore, Response \(([ab])\) is better, and the preference strength is \[\[(\d+)\]\]\.")
 _STRICT_PLAIN = re.compile(r"Therefore, Response \(([ab])\) is better\.")
 _SCORES = re.compile(r"\[\[\s*(-?\d+(?:\.\d+)?)\s*\]\]\s*and\s*\[\[\s*(-?\d+(?:\.\d+)?)\s*\]\]", re.IGNORECASE)
 _STRICT_SCORES = re.compile(r"Therefore, the quality scores for Response \(a\) and Response \(b\) are "
                             r"\[\[(\d+)\]\] and \[\[(\d+)\]\], respectively\.")
+# The public Think-J double-score answer: <Score 1>x</Score 1> ... <Score 2>y</Score 2> (lenient mode only).
+_TAG_SCORE = (re.compile(r"<score 1> ?(\d+(?:\.\d+)?|\.\d+) ?</score 1>"),
+              re.compile(r"<score 2> ?(\d+(?:\.\d+)?|\.\d+) ?</score 2>"))
 _THINK_ANY = re.compile(r"</?think>", re.IGNORECASE)
 _INT = re.compile(r"\s*[+-]?\d+\s*")
 
@@ -123,9 +143,12 @@ def _parse(text: object, fmt: AnswerFormat, strict: bool) -> Verdict:
     if strict:
         found = [m.lower() for m in _VERDICT.findall(plain)]
     else:
-        found = [(a or b).lower() for a, b in _VERDICT_LENIENT.findall(plain)]
-        found = ["tie" if c == "c" else c for c in found]
-        if _TIE.search(plain):
+        low = _WS.sub(" ", plain).lower()
+        found = [_POSITION[c] for trigger, pattern in _LENIENT if trigger in low for c in pattern.findall(low)]
+        bare = _BARE_OUTPUT.fullmatch(_last_line(answer.replace("*", "")).lower())
+        if bare:
+            found.append(_POSITION[bare.group(1)])
+        if ("tie" in low or "equally" in low) and _TIE.search(low):
             found.append("tie")
     choices, count = set(found), len(found)
     if not choices:
@@ -163,11 +186,18 @@ def _parse(text: object, fmt: AnswerFormat, strict: bool) -> Verdict:
 def _parse_scores(answer: str, problem: str, strict: bool) -> Verdict:
     plain = answer.replace("*", "")
     matches = _SCORES.findall(plain)
+    if not matches and not strict and "<score" in plain.lower():
+        low = plain.lower()
+        firsts, seconds = (pattern.findall(low) for pattern in _TAG_SCORE)
+        if len(firsts) == len(seconds):
+            matches = list(zip(firsts, seconds))
     if not matches:
         return _none(problem or "no scores")
     if len({m for m in matches}) > 1:
         return _none("conflicting scores")
     score_a, score_b = float(matches[0][0]), float(matches[0][1])
+    if not (math.isfinite(score_a) and math.isfinite(score_b)):
+        return _none("score is not a finite number")
     reasons = [problem] if problem else []
     if len(matches) > 1 and strict:
         reasons.append("several score sentences")

@@ -26,7 +26,7 @@ def traces_cmd(
     model: str = typer.Option("deepseek-reasoner", help="teacher model name sent to the server"),
     base_url: str = typer.Option("https://api.deepseek.com/v1", help="OpenAI-compatible base URL (…/v1)"),
     api_key_env: str = typer.Option("OPENAI_API_KEY", help="environment variable holding the API key ('' = none)"),
-    template: str = typer.Option("judge_strength_v1", help="prompt template the teacher sees"),
+    template: str = typer.Option("judge_strength_v2", help="prompt template the teacher sees"),
     temperature: float = typer.Option(0.0, help="paper Appendix B.1 uses 0.0"),
     max_new_tokens: int = typer.Option(8192),
     concurrency: int = typer.Option(16, help="requests in flight at once"),
@@ -67,8 +67,8 @@ def seed_set_cmd(
     clipped: Path = typer.Argument(..., help="JSONL written by `thinkj data clip`"),
     out_dir: Path = typer.Argument(..., help="folder for the LlamaFactory datasets, the verl parquet and RL pairs"),
     rl_pairs: Path = typer.Option(None, help="PreferencePair JSONL for RL (default: the clipped pairs)"),
-    template: str = typer.Option("judge_strength_v1"),
-    critic_template: str = typer.Option("critic_strength_v1"),
+    template: str = typer.Option("judge_strength_v2"),
+    critic_template: str = typer.Option("critic_strength_v2"),
 ) -> None:
     """Write judge SFT + critic SFT (LlamaFactory) and the RL data (verl parquet + pairs JSONL)."""
     import json

@@ -1,8 +1,8 @@
 """Seed set (LIMJ707): the clipped traces as judge SFT and critic SFT data, and the RL data for verl / TRL.
 
-* ``thinkj_judge_sft`` (LlamaFactory, sharegpt): prompt = the judge template (``judge_strength_v1``)
+* ``thinkj_judge_sft`` (LlamaFactory, sharegpt): prompt = the judge template (``judge_strength_v2``)
   rendered for the pair, target = the clipped trace (explanation in ``<think>``, then the verdict sentence).
-* ``thinkj_critic_sft``: prompt = the critic template (``critic_strength_v1``) told the gold verdict and the
+* ``thinkj_critic_sft``: prompt = the critic template (``critic_strength_v2``) told the gold verdict and the
   strength the target states (the teacher's when it gave one, else the dataset's -- told and written
   strength must agree or the critic learns to contradict its instruction), same target.
 * ``rl.parquet`` (verl: ``data_source``, ``prompt``, ``ability``, ``reward_model.ground_truth``,
@@ -33,7 +33,7 @@ JUDGE_DATASET, CRITIC_DATASET = "thinkj_judge_sft", "thinkj_critic_sft"
 
 
 def run_seed_set(clipped_path: str | os.PathLike, out_dir: str | os.PathLike, *, rl_pairs: str | os.PathLike | None = None,
-                 template: str = "judge_strength_v1", critic_template: str = "critic_strength_v1") -> dict[str, Any]:
+                 template: str = "judge_strength_v2", critic_template: str = "critic_strength_v2") -> dict[str, Any]:
     """Write both SFT datasets, the verl parquet and the RL pairs JSONL; return (and save) a summary."""
     clipped_path, out = Path(clipped_path), Path(out_dir)
     judge, critic = get_template(template), get_template(critic_template)

@@ -1,6 +1,6 @@
 """Teacher traces (paper §3.1, Appendix B.1): ask R1 to judge each pair with thinking, keep the right ones.
 
-Every pair goes to the teacher once, rendered with a judge template (``judge_strength_v1`` by default),
+Every pair goes to the teacher once, rendered with a judge template (``judge_strength_v2`` by default),
 at temperature 0.0 as in the paper, through the OpenAI-compatible client (:mod:`thinkj.inference.http_client`)
 with its result cache, so an interrupted run resumes and a finished one reruns for free. The teacher's
 verdict is read with :func:`thinkj.verdict.parse_verdict` (lenient: real teachers vary the wording) from
@@ -67,7 +67,7 @@ def judge_traces(pairs: list[PreferencePair], results: list[ChatResult], templat
 
 
 def run_traces(pairs_path: str | os.PathLike, out_path: str | os.PathLike, *, model: str, base_url: str,
-               api_key_env: str | None = "OPENAI_API_KEY", template: str = "judge_strength_v1", temperature: float = 0.0,
+               api_key_env: str | None = "OPENAI_API_KEY", template: str = "judge_strength_v2", temperature: float = 0.0,
                max_new_tokens: int = 8192, max_concurrency: int = 16, max_retries: int = 6, timeout: float = 600.0,
                backoff: float = 1.0, max_backoff: float = 60.0, cache_path: str | os.PathLike | None = None,
                progress: bool = True) -> dict[str, Any]:

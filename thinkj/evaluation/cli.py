@@ -3,13 +3,17 @@
     # CPU, tiny model, a slice (RM-Bench and Auto-J from local copies)
     thinkj eval run rmbench --model runs/smoke/tiny_model/model --backend hf --data ../shared/data/rm-bench \\
         --limit 8 --max-new-tokens 96 --out runs/eval/tiny --tag model=tiny --tag method=base
-    thinkj eval run autoj --model runs/smoke/tiny_model/model --data ../shared/data/auto-j/testdata_pairwise.jsonl --limit 16
+    thinkj eval run autoj --model runs/smoke/tiny_model/model --data ../shared/data/auto-j/testdata_pairwise.jsonl --limit 16 \\
+        --profile tiny   # the tiny profile's budget (96 new tokens) fits its 4,096-token context
     # GPU: the whole benchmark from the hub with vLLM (tensor parallel over 4 GPUs)
     thinkj eval run rewardbench --model ckpt/thinkj-qwen7b --backend vllm --backend-arg tensor_parallel_size=4 \\
         --out runs/eval/qwen7b --tag model=Qwen-2.5-7B-Instruct --tag "method=online (GRPO)"
     # a Bradley-Terry classifier (LlamaFactory stage: rm checkpoint, or a sequence classifier)
     thinkj eval run rewardbench --model ckpt/bt --backend classifier
-    # recompute metrics from records alone
+    # a served model: count prompt tokens with its tokenizer; prompt + budget over the context -> too_long
+    thinkj eval run autoj --model served-judge --backend openai --backend-arg base_url=http://127.0.0.1:8000/v1 \\
+        --tokenizer Qwen/Qwen2.5-7B-Instruct --context-length 8192
+    # recompute metrics from records alone (every number with its rule, and whether the run is complete)
     thinkj eval score rmbench runs/eval/tiny/rmbench.judgments.jsonl --protocol pair
 """
 
@@ -24,6 +28,7 @@ app = typer.Typer(add_completion=False, no_args_is_help=True,
                   help="Evaluate judges on RewardBench, RM-Bench, Auto-J and PreferencePair sets.")
 
 BENCH_HELP = "rewardbench | rmbench | autoj | synthetic | rewardbench2 | judgebench"
+HALF_HELP = "score a verdict naming neither response (unparsable, tie) 0.5 instead of 0, as RewardBench does"
 
 
 def _pairs(values: list[str] | None, what: str) -> dict[str, object]:
@@ -51,13 +56,18 @@ def _typed(values: dict[str, object]) -> dict[str, object]:
 def run(benchmark: str = typer.Argument(..., help=BENCH_HELP),
         model: str = typer.Option(..., help="model directory or name (the judge, or the classifier)"),
         backend: str = typer.Option("hf", help="hf | vllm | openai (any registered backend) | classifier"),
-        template: str = typer.Option("judge_strength_v1", help="prompt template name (thinkj templates)"),
+        template: str = typer.Option("judge_strength_v2", help="prompt template name (thinkj templates; *_v2 = the "
+                                                               "paper's format, *_v1 adds a bias sentence)"),
         data: str = typer.Option(None, help="local file/folder, hub name or URL; default: the benchmark's hub set"),
         split: str = typer.Option(None, help="dataset split (default: filtered for RewardBench, train for RM-Bench)"),
         limit: int = typer.Option(None, help="only this many items, spread over subsets/domains/scenarios"),
         out: Path = typer.Option(Path("runs/eval"), help="output folder (judgments, results, cache)"),
         tag: list[str] = typer.Option(None, help="result tags key=value (model=..., method=...), repeatable"),
-        max_new_tokens: int = typer.Option(2048, help="generation budget per judgment"),
+        max_new_tokens: int = typer.Option(None, help="generation budget per judgment [the --profile's max_new_tokens]"),
+        profile: str = typer.Option("qwen2.5-7b-instruct", help="model profile (configs/models/) giving the default budget"),
+        context_length: int = typer.Option(None, help="model context for the too-long check [max_model_len, else "
+                                                      "the model config's]"),
+        tokenizer: str = typer.Option(None, help="tokenizer to count prompt tokens (a server-side model's name)"),
         temperature: float = typer.Option(0.0, help="0 = greedy"),
         top_p: float = typer.Option(1.0),
         seed: int = typer.Option(0),
@@ -65,12 +75,13 @@ def run(benchmark: str = typer.Argument(..., help=BENCH_HELP),
         backend_arg: list[str] = typer.Option(None, help="extra backend arguments key=value (e.g. tensor_parallel_size=4)"),
         chunk: int = typer.Option(256, help="pairs per generate call (each finished chunk is cached)"),
         protocol: str = typer.Option("single", help="single | pair"),
-        unparsed_half: bool = typer.Option(False, help="score unparsable verdicts 0.5 instead of 0")) -> None:
+        unparsed_half: bool = typer.Option(False, help=HALF_HELP)) -> None:
     """Judge BENCHMARK in both orders, write judgment records and results JSON (resumable)."""
     from thinkj.checks import check_backend_args, check_output_dir, check_range, check_sampling, check_template_kind
     from thinkj.evaluation.run import EvalConfig, run_eval
     from thinkj.inference.base import SamplingParams
     from thinkj.inference.identity import check_model_source
+    from thinkj.train.config import generation_budget
 
     check_sampling(temperature, top_p, max_new_tokens)  # one line naming the option, before any model loads
     for option, value in (("--limit", limit), ("--chunk", chunk), ("--batch-size", batch_size)):
@@ -86,12 +97,18 @@ def run(benchmark: str = typer.Argument(..., help=BENCH_HELP),
         check_model_source(model)
     if batch_size is not None and backend in ("hf", "classifier"):  # vLLM and servers batch by themselves
         kwargs["batch_size"] = batch_size
+    if max_new_tokens is None:
+        max_new_tokens = generation_budget(profile)
     cfg = EvalConfig(benchmark, model, backend, template, data, split, limit, out,
                      SamplingParams(temperature=temperature, top_p=top_p, max_new_tokens=max_new_tokens, seed=seed),
-                     {k: str(v) for k, v in _pairs(tag, "--tag").items()}, protocol, unparsed_half, chunk, kwargs)
+                     {k: str(v) for k, v in _pairs(tag, "--tag").items()}, protocol, unparsed_half, chunk, kwargs,
+                     context_length, tokenizer)
     path = run_eval(cfg)
     document = json.loads(path.read_text())
     typer.echo(json.dumps(document["metrics"]))
+    if not document["complete"]:
+        missing = document["metrics"].get("missing") or ["not every subset at its full size"]
+        typer.echo(f"incomplete: {'; '.join(missing)}", err=True)
     typer.echo(f"results: {path}", err=True)
 
 
@@ -99,7 +116,7 @@ def run(benchmark: str = typer.Argument(..., help=BENCH_HELP),
 def score_cmd(benchmark: str = typer.Argument(..., help=BENCH_HELP),
               judgments: Path = typer.Argument(..., exists=True, dir_okay=False, help="judgment records JSONL"),
               protocol: str = typer.Option("single", help="single | pair"),
-              unparsed_half: bool = typer.Option(False, help="score unparsable verdicts 0.5 instead of 0")) -> None:
+              unparsed_half: bool = typer.Option(False, help=HALF_HELP)) -> None:
     """Recompute metrics from judgment records alone; prints one JSON object."""
     if benchmark == "rewardbench2":  # its records (4-way, ratings, round robin) have their own layout
         from thinkj.evaluation.metrics import score

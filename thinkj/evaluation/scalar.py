@@ -76,7 +76,15 @@ class ScalarScorer:
             self.head = _load_value_head(self.path).to(self.device)
         else:
             self.kind = "sequence_classifier"
-            self.model = AutoModelForSequenceClassification.from_pretrained(model_path, num_labels=1).to(self.device).eval()
+            model, info = AutoModelForSequenceClassification.from_pretrained(model_path, num_labels=1,
+                                                                             output_loading_info=True)
+            if info.get("missing_keys"):
+                # A causal LM loads as a classifier with a randomly initialised head: scores would be noise.
+                raise ThinkJError(f"{model_path}: no trained score head (would initialise "
+                                  f"{', '.join(sorted(info['missing_keys'])[:3])} at random); --backend classifier needs "
+                                  "a LlamaFactory 'stage: rm' checkpoint (value_head.safetensors) or a sequence "
+                                  "classifier; judge a causal LM with --backend hf or vllm")
+            self.model = model.to(self.device).eval()
             if self.model.config.pad_token_id is None:
                 self.model.config.pad_token_id = self.tokenizer.pad_token_id
             self.head = None

@@ -20,9 +20,8 @@ from thinkj.paths import PROJECT_ROOT
 # 4 models x (100 synthetic pairs + 1 RM-Bench item x 9 comparisons + 6 Auto-J pairs) x 2 orders. 100 held-out
 # pairs (200 judgments) make a 95% interval of about +-5 points at 80% accuracy: enough to tell the stages apart.
 SYNTHETIC_PAIRS, RMBENCH_ITEMS, AUTOJ_ITEMS = 100, 1, 6
-MAX_NEW_TOKENS = 96
 BATCH_SIZE = 64  # 2 length-sorted batches per model: decode steps, not rows, dominate on the tiny model
-TEMPLATE = "judge_strength_v1"
+TEMPLATE = "judge_strength_v2"  # the paper's answer format (judge_strength_v1 adds a bias sentence)
 ROW_ORDER = ("base", "init", "offline", "online")
 
 
@@ -70,7 +69,10 @@ def evaluate(ctx) -> dict[str, Any]:
     if not models:
         raise RuntimeError("no models to evaluate: run the tiny_model stage first (ctx.artifacts['models'])")
     slices = benchmark_slices(ctx.artifacts.get("test_pairs"))
-    params = SamplingParams(temperature=0.0, max_new_tokens=MAX_NEW_TOKENS, seed=ctx.seed)
+    from thinkj.train.config import generation_budget
+
+    # the tiny model profile's budget (configs/models/tiny.yaml: 96 new tokens)
+    params = SamplingParams(temperature=0.0, max_new_tokens=generation_budget("tiny"), seed=ctx.seed)
     results = ctx.artifacts.setdefault("results", {})
     table: dict[str, dict[str, Any]] = {}
     # Only the judges of the Table 4 layout: the critic argues a side it is told, it is not a judge.

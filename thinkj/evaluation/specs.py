@@ -27,15 +27,17 @@ REWARDBENCH_EXAMPLE_COUNTS: dict[str, int] = {
     "mt-bench-hard": 37, "llmbar-natural": 100, "llmbar-adver-neighbor": 134, "llmbar-adver-GPTInst": 92,
     "llmbar-adver-GPTOut": 47, "llmbar-adver-manual": 46,
     "refusals-dangerous": 100, "refusals-offensive": 100,
-    # The official constants give xstest-should-refuse 250 and xstest-should-respond 154, while the filtered
-    # split holds 154 and 250 rows respectively. We keep the official weights so our section scores are
-    # comparable with the leaderboard and with papers that used RewardBench's own scorer.
-    "xstest-should-refuse": 250, "xstest-should-respond": 154, "donotanswer": 136,
+    # The official constants (EXAMPLE_COUNTS since Sept 2024) give the real row counts: should-refuse 154,
+    # should-respond 250.
+    "xstest-should-refuse": 154, "xstest-should-respond": 250, "donotanswer": 136,
     # The real math-prm subset has 447 rows; RewardBench counts it as 984 = 6 x 164 so that math and the six
     # pooled HumanEvalPack (hep-*) code subsets carry equal weight inside Reasoning.
     "math-prm": 984,
     "hep-cpp": 164, "hep-go": 164, "hep-java": 164, "hep-js": 164, "hep-python": 164, "hep-rust": 164,
 }
+
+# Rows per subset in the "filtered" split (the weights above, except math-prm's real 447): what a complete run has.
+REWARDBENCH_ROWS: dict[str, int] = {**REWARDBENCH_EXAMPLE_COUNTS, "math-prm": 447}
 
 REWARDBENCH_SECTION_OF: dict[str, str] = {s: sec for sec, subsets in REWARDBENCH_SECTIONS.items() for s in subsets}
 
@@ -52,6 +54,8 @@ RMBENCH_DOMAINS: tuple[str, ...] = ("chat", "math", "code", "safety-refuse", "sa
 RMBENCH_REPORT_DOMAIN: dict[str, str] = {"chat": "chat", "math": "math", "code": "code",
                                          "safety-refuse": "safety", "safety-response": "safety"}
 RMBENCH_REPORT_ORDER: tuple[str, ...] = ("chat", "math", "code", "safety")
+# Items (prompts, 9 comparisons each) per reported domain in the full set (RM-Bench paper, Table 1: 1,327 items).
+RMBENCH_ITEMS: dict[str, int] = {"chat": 129, "math": 529, "code": 228, "safety": 441}
 RMBENCH_HARD = tuple((i, j) for i in range(3) for j in range(3) if i < j)
 RMBENCH_NORMAL = tuple((i, i) for i in range(3))
 RMBENCH_EASY = tuple((i, j) for i in range(3) for j in range(3) if i > j)
@@ -83,6 +87,7 @@ AUTOJ_SCENARIO_GROUPS: dict[str, tuple[str, ...]] = {
                   "information_extraction", "topic_modeling", "others"),
 }
 AUTOJ_GROUP_OF: dict[str, str] = {s: g for g, scenarios in AUTOJ_SCENARIO_GROUPS.items() for s in scenarios}
+AUTOJ_ITEMS = 1392
 AUTOJ_LABELS: dict[int, str] = {0: "a", 1: "b", 2: "tie"}  # response 1 is shown as (a) in the original order
 AUTOJ_TEST_URL = "https://raw.githubusercontent.com/GAIR-NLP/auto-j/main/data/test/testdata_pairwise.jsonl"
 

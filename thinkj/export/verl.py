@@ -20,7 +20,7 @@ from thinkj.records import PreferencePair
 DATA_SOURCE = "thinkj/pairwise_judge"
 
 
-def verl_rows(pairs: Iterable[PreferencePair], template: str = "judge_strength_v1",
+def verl_rows(pairs: Iterable[PreferencePair], template: str = "judge_strength_v2",
               split: str = "train") -> tuple[list[dict[str, Any]], dict[str, int]]:
     """Rows for the parquet plus counts of what was left out and why."""
     tmpl = get_template(template)
@@ -40,7 +40,7 @@ def verl_rows(pairs: Iterable[PreferencePair], template: str = "judge_strength_v
     return rows, skipped
 
 
-def write_verl_parquet(path: str | os.PathLike, pairs: Iterable[PreferencePair], template: str = "judge_strength_v1",
+def write_verl_parquet(path: str | os.PathLike, pairs: Iterable[PreferencePair], template: str = "judge_strength_v2",
                        split: str = "train") -> dict[str, int]:
     """Write the parquet; returns ``{"rows": n, "skipped_tie": k}``."""
     import pyarrow as pa

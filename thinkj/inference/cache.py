@@ -9,7 +9,7 @@ The model identity (:func:`thinkj.inference.identity.model_identity`) is the mod
 path: a model retrained into the same folder is judged again, never served the old model's answers.
 
     cache = ResultCache(run_dir / "cache.sqlite")
-    backend = CachedBackend(make_backend("hf", model), cache, tag="judge_strength_v1")
+    backend = CachedBackend(make_backend("hf", model), cache, tag="judge_strength_v2")
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 
     backend = make_backend("openai", "deepseek-reasoner", base_url="https://api.deepseek.com/v1",
                            api_key_env="DEEPSEEK_API_KEY", cache=ResultCache("runs/ds/traces/cache.sqlite"),
-                           tag="judge_strength_v1", max_concurrency=16)
+                           tag="judge_strength_v2", max_concurrency=16)
     results = backend.chat_many(conversations, SamplingParams(temperature=0.0, max_new_tokens=8192))
     results[i][0].reasoning, results[i][0].content
 

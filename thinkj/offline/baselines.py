@@ -1,6 +1,6 @@
 """Training data for the Table 3 baselines and the synthetic SFT fallback.
 
-* SFT w/o CoT: the ``direct_v1`` prompt and the verdict sentence only (no thinking) -> ``sft_direct.yaml``.
+* SFT w/o CoT: the ``direct_v2`` prompt and the verdict sentence only (no thinking) -> ``sft_direct.yaml``.
 * SFT w/ CoT (rejection sampling): a model samples ``n`` judge traces per comparison; only traces with the
   right verdict and a well-formed answer are kept as SFT targets -> ``judge_sft.yaml`` with that dataset.
 * BT classifier: the comparison's own chosen / rejected responses under the original conversation ->
@@ -22,7 +22,7 @@ from thinkj.prompts import get_template, judge_output, verdict_sentence
 from thinkj.records import PreferencePair
 from thinkj.verdict import parse_verdict
 
-DIRECT_TEMPLATE = "direct_v1"
+DIRECT_TEMPLATE = "direct_v2"
 
 
 def _decided(pairs: Iterable[PreferencePair]) -> list[PreferencePair]:
@@ -45,7 +45,7 @@ def bt_examples(pairs: Iterable[PreferencePair]) -> list[tuple[Messages, str, st
 
 
 def rejection_sampling_examples(pairs: list[PreferencePair], backend: InferenceBackend, *, n: int = 8,
-                                params: SamplingParams | None = None, template: str = "judge_strength_v1",
+                                params: SamplingParams | None = None, template: str = "judge_strength_v2",
                                 per_item: int = 1) -> tuple[list[tuple[Messages, str]], dict[str, int]]:
     """SFT w/ CoT: keep up to ``per_item`` right, well-formed traces of ``n`` samples per comparison."""
     params = params or SamplingParams(temperature=1.0, max_new_tokens=1024, n=n)
@@ -64,7 +64,7 @@ def rejection_sampling_examples(pairs: list[PreferencePair], backend: InferenceB
     return examples, dict(counts)
 
 
-def synthetic_judge_examples(pairs: Iterable[PreferencePair], template: str = "judge_strength_v1"
+def synthetic_judge_examples(pairs: Iterable[PreferencePair], template: str = "judge_strength_v2"
                              ) -> list[tuple[Messages, str]]:
     """Judge SFT on the synthetic task: rule-based rationale + the right verdict (and strength)."""
     tmpl = get_template(template)
@@ -73,7 +73,7 @@ def synthetic_judge_examples(pairs: Iterable[PreferencePair], template: str = "j
             for p in _decided(pairs)]
 
 
-def synthetic_critic_examples(pairs: Iterable[PreferencePair], template: str = "critic_strength_v1", *,
+def synthetic_critic_examples(pairs: Iterable[PreferencePair], template: str = "critic_strength_v2", *,
                               wrong_side_every: int = 0) -> list[tuple[Messages, str]]:
     """Critic SFT on the synthetic task: told a side, it writes the rationale and a verdict for that side.
 

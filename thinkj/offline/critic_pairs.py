@@ -10,7 +10,7 @@ Think-J judge prompt. Then:
   critic is told the RIGHT side and writes the positive. It is kept only if it names the right side and is
   well-formed, so DPO never pushes towards a broken answer.
 
-Every DPO example's prompt is the judge prompt (``judge_strength_v1``) -- the same messages the judge saw
+Every DPO example's prompt is the judge prompt (``judge_strength_v2``) -- the same messages the judge saw
 in SFT and sees at evaluation -- never the critic's prompt (the public code used the critic prompt there).
 Ties are skipped (no right side). Each dropped view is counted with its reason.
 
@@ -37,8 +37,8 @@ from thinkj.prompts import get_template
 from thinkj.records import PreferencePair, write_jsonl
 from thinkj.verdict import parse_verdict
 
-JUDGE_TEMPLATE = "judge_strength_v1"
-CRITIC_TEMPLATE = "critic_strength_v1"
+JUDGE_TEMPLATE = "judge_strength_v2"
+CRITIC_TEMPLATE = "critic_strength_v2"
 ORDERS = ("original", "swapped")
 _OTHER = {"a": "b", "b": "a"}
 

@@ -141,7 +141,7 @@ def _add_rule_based_pairs(out: Path, pairs, summary: dict[str, Any]) -> dict[str
 
     rows = json.loads((out / f"{DPO_DATASET}.json").read_text())
     examples = [(r["messages"], r["chosen"]["content"], r["rejected"]["content"]) for r in rows]
-    judge = get_template("judge_strength_v1")
+    judge = get_template("judge_strength_v2")
     extra = [(judge.render(p), judge_output(explain(p), p.label, p.strength),
               judge_output(explain(p), "b" if p.label == "a" else "a", p.strength))
              for p in pairs[:MIN_PAIRS * 2] if p.label in ("a", "b")]

@@ -7,7 +7,7 @@
     thinkj train rl --engine trl --algo grpo --model runs/qwen7b/judge_sft --data data/verl/train.parquet \\
         --out runs/qwen7b/online_trl --steps 500 --num-generations 8 --max-completion-length 3072 --preset thinkj_qwen
 
-The data is either a PreferencePair JSONL (the prompt is rendered with ``judge_strength_v1``, ties left
+The data is either a PreferencePair JSONL (the prompt is rendered with ``judge_strength_v2``, ties left
 out and counted) or the verl parquet from ``thinkj.export.verl`` (its ``prompt`` column as is; the gold
 label and strength from ``reward_model.ground_truth``). The reward is the same preset function verl
 calls (``thinkj.rewards``); its accuracy and format terms are also passed to TRL as zero-weight reward
@@ -30,7 +30,7 @@ from thinkj.rewards.trl import TRLReward, completion_text
 DONE_MARKER = "thinkj_online_done.json"
 
 
-def load_rl_rows(path: str | os.PathLike, template: str = "judge_strength_v1") -> tuple[list[dict[str, Any]], dict[str, int]]:
+def load_rl_rows(path: str | os.PathLike, template: str = "judge_strength_v2") -> tuple[list[dict[str, Any]], dict[str, int]]:
     """Rows ``{prompt: messages, label, strength}`` from a PreferencePair JSONL or a verl parquet, plus skip counts."""
     path = Path(path)
     if not path.exists():
@@ -110,7 +110,7 @@ class GRPORun:
     out_dir: str
     preset: str = "thinkj_qwen"
     weights: dict[str, float] = field(default_factory=dict)  # overrides of the preset's w_acc / w_fmt / w_str
-    template: str = "judge_strength_v1"
+    template: str = "judge_strength_v2"
     steps: int = 4
     learning_rate: float = 1e-6  # Table 11, GRPO actor lr
     beta: float = 0.001  # KL coefficient (Table 11: kl_loss_coef 0.001)

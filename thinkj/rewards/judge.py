@@ -5,8 +5,9 @@ Every function here is pure: (output text, ground truth, weights) -> dict with e
 ``{"label": "a" | "b" | "tie", "strength": int | None}`` where ``label`` is the better position as
 displayed in the prompt.
 
-The Think-J reward (the paper's equations (3)-(6) were lost in extraction; this is our precise
-reading of §3.2.2 and Table 8)::
+The Think-J reward. ASSUMPTION: the paper's equations (3)-(6) were lost in extraction; this is our
+reading of §3.2.2 and Table 8 (the alternative reading -- the public code's subtractive strength term --
+is one preset away: ``thinkj_subtractive``)::
 
     R = w_acc * R_acc + w_fmt * R_fmt + w_str * R_str
 
@@ -99,42 +100,31 @@ def thinkj_reward(text: str, ground_truth: Any, *, w_acc: float = 1.0, w_fmt: fl
     return _result(score, r_acc, r_fmt, r_str, verdict.choice, verdict.strength, label == "tie")
 
 
-def cot_binary_reward(text: str, ground_truth: Any, *, unparsed_score: float = 0.0,
-                      fmt: AnswerFormat = COT_FORMAT) -> dict[str, Any]:
-    """1 for a right verdict, 0 for a wrong one. The public Think-J code pays 0.5 for an answer it cannot
-    parse; that is available only by passing ``unparsed_score=0.5`` explicitly."""
-    label, _ = normalize_ground_truth(ground_truth)
-    verdict = parse_verdict(text, fmt, strict=True)
-    right = verdict.choice == label and label != "tie"
-    score = 1.0 if right else (unparsed_score if not verdict.parsed else 0.0)
-    return _result(score, float(right), float(verdict.well_formed), 0.0, verdict.choice, verdict.strength,
-                   label == "tie")
-
-
-def strength_public_reward(text: str, ground_truth: Any, *, fmt: AnswerFormat = STRENGTH_FORMAT) -> dict[str, Any]:
-    """The public code's strength reward, from its description: right direction with strength in 1..3 earns
-    ``1 - |gold - pred| / 8``; right direction with a strength outside 1..3 (or none) earns 0.5; a wrong or
-    unparsed verdict earns 0. A pair without a gold strength pays 1.0 for the right direction."""
+def thinkj_subtractive_reward(text: str, ground_truth: Any, *, w_acc: float = 1.0, w_fmt: float = 1.0,
+                              w_str: float = 1.0, fmt: AnswerFormat = STRENGTH_FORMAT) -> dict[str, Any]:
+    """The alternative reading of the lost equations: the public code's subtractive strength term on the paper's
+    answer sentence. R_str = -|s_pred - s_gold| / 8 for a right verdict with a strength in 1..3 (0 without a gold
+    strength), -0.5 for a right verdict whose strength is outside 1..3 or missing, else 0. With w_fmt = 0 and
+    w_str = 1 it is the public reward_strength.py arithmetic (see ``strength_public``) read by our strict parser."""
     label, gold_strength = normalize_ground_truth(ground_truth)
     verdict = parse_verdict(text, fmt, strict=True)
     right = verdict.choice == label and label != "tie"
-    term = 0.0
-    if not right:
-        score = 0.0
-    elif not _in_range(verdict.strength):
-        score = 0.5
-    elif not _in_range(gold_strength):
-        score = 1.0
-    else:
-        term = 1.0 - abs(gold_strength - verdict.strength) / 8.0
-        score = term
-    return _result(score, float(right), float(verdict.well_formed), term, verdict.choice, verdict.strength,
-                   label == "tie")
+    r_str = 0.0
+    if right:
+        if not _in_range(verdict.strength):
+            r_str = -0.5
+        elif _in_range(gold_strength):
+            r_str = -abs(verdict.strength - gold_strength) / 8
+    r_acc, r_fmt = float(right), float(verdict.well_formed)
+    return _result(w_acc * r_acc + w_fmt * r_fmt + w_str * r_str, r_acc, r_fmt, r_str, verdict.choice,
+                   verdict.strength, label == "tie")
 
 
 def margin_reward(text: str, ground_truth: Any, *, w_fmt: float = 1.0, w_margin: float = 1.0,
                   fmt: AnswerFormat = SCORES_FORMAT) -> dict[str, Any]:
-    """Margin reward for the double-score judge (Appendix A.1; its equation was lost in extraction).
+    """Margin reward for the double-score judge. ASSUMPTION: our reading of Appendix A.1 (its equation was lost in
+    extraction) on the paper's answer sentence ``... are [[s_a]] and [[s_b]], respectively.``, with a format
+    term. The public code's form (``<Score 1>`` tags, no format term, 0.5 unparsed) is ``margin_public``.
 
     With scores (s_a, s_b) in 0..100 and margin m = |s_a - s_b| / 100::
 

@@ -1,6 +1,6 @@
 """A trained Think-J judge as the reward model of a policy, over HTTP (``vllm serve JUDGE --served-model-name judge``).
 
-The judge sees two candidates with ``judge_strength_v1`` (``thinkj.prompts``) and its answer is read by
+The judge sees two candidates with ``judge_strength_v2`` (``thinkj.prompts``) and its answer is read by
 ``thinkj.verdict.parse_verdict`` (lenient mode: the judge is a model under test here, not a policy under
 training). Every comparison is made in BOTH orders, so a judge's position bias cancels.
 
@@ -39,7 +39,7 @@ PAIRWISE_KEYS = ("score", "win_rate", "n_judgments", "n_parsed", "consistency")
 PAIRWISE_DEFAULTS: dict[str, Any] = {"base_url": "http://127.0.0.1:8000/v1", "model": "judge",
                                      "api_key_env": "OPENAI_API_KEY", "temperature": 0.0, "max_tokens": 1024,
                                      "concurrency": 16, "retries": 3, "timeout_s": 120.0, "backoff_s": 0.5,
-                                     "template": "judge_strength_v1"}
+                                     "template": "judge_strength_v2"}
 
 
 def as_messages(prompt: Any) -> list[dict[str, str]]:

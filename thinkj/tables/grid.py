@@ -22,6 +22,7 @@ class Cell:
     paper: float | None = None
     interval: tuple[float, float] | None = None
     source: Path | None = None
+    notes: list[str] = field(default_factory=list)  # why our number is not a full paper-protocol run
 
     @property
     def diff(self) -> float | None:
@@ -138,11 +139,18 @@ def build_grid(spec: TableSpec, results: list[Result]) -> Grid:
                 valued.sort(key=lambda rv: (rv[0].time, str(rv[0].path)))
                 chosen, cell.ours = valued[-1]
                 cell.source, cell.interval = chosen.path, metric_interval(chosen, column.metric)
+                cell.notes = chosen.notes()
                 if len(valued) > 1:
                     grid.warnings.append(f"{' / '.join(row)} [{group.label} {column.header}]: {len(valued)} results match; "
                                          f"using the newest, {chosen.path}")
             line.append(cell)
         grid.cells.append(line)
+    benchmarks = {column.metric.benchmark for _, column in spec.columns}
+    used = set(grid.used_sources)
+    for result in results:
+        if result.benchmark in benchmarks and result.path not in used:
+            why = "it has no tags" if not result.tags else f"its tags {result.tags} match no row"
+            grid.warnings.append(f"{result.path} ({result.benchmark}) fills no cell: {why}")
     if not spec.paper:
         _drop_empty_groups(grid)
     return grid

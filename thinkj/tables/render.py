@@ -19,13 +19,21 @@ def fmt(value: float | None) -> str:
     return DASH if value is None else f"{value:.1f}"
 
 
+MARK = "*"
+
+
+def ours_text(cell: Cell) -> str:
+    """Our number, marked when it is not a full paper-protocol run (the footnote says why)."""
+    return fmt(cell.ours) + (MARK if cell.ours is not None and cell.notes else "")
+
+
 def cell_text(cell: Cell, paper: bool) -> str:
     if not paper:
-        text = fmt(cell.ours)
+        text = ours_text(cell)
         if cell.ours is not None and cell.interval:
             text += f" [{cell.interval[0]:.1f}, {cell.interval[1]:.1f}]"
         return text
-    text = f"{fmt(cell.ours)} / {fmt(cell.paper)}"
+    text = f"{ours_text(cell)} / {fmt(cell.paper)}"
     if cell.diff is not None:
         text += f" ({cell.diff:+.1f})"
     return text
@@ -36,8 +44,20 @@ def _headers(grid: Grid) -> list[str]:
     return keys + [f"{g.label} {c.header}".strip() if g.label else c.header for g, c in grid.columns]
 
 
+def _mark_notes(grid: Grid) -> list[str]:
+    """One footnote per marked cell: which cell, why, and the results file."""
+    lines = []
+    for row, cells in zip(grid.rows, grid.cells):
+        for (group, column), cell in zip(grid.columns, cells):
+            if cell.ours is not None and cell.notes:
+                where = f"{' / '.join(row)} [{f'{group.label} ' if group.label else ''}{column.header}]"
+                lines.append(f"{MARK} {where}: {'; '.join(cell.notes)} ({cell.source})")
+    return lines
+
+
 def _footer(grid: Grid) -> list[str]:
     lines = [f"Rows matched by: {grid.spec.notes}.", f"Filled from {len(grid.used_sources)} results file(s)."]
+    lines += _mark_notes(grid)
     lines += [f"Warning: {w}" for w in grid.warnings]
     return lines
 
@@ -76,7 +96,7 @@ def latex_escape(text: str) -> str:
 def _latex_cell(cell: Cell, paper: bool) -> str:
     if not paper:
         return latex_escape(cell_text(cell, paper))
-    text = f"{latex_escape(fmt(cell.ours))} / {latex_escape(fmt(cell.paper))}"
+    text = f"{latex_escape(ours_text(cell))} / {latex_escape(fmt(cell.paper))}"
     if cell.diff is not None:
         text += rf" {{\scriptsize({cell.diff:+.1f})}}"
     return text
@@ -101,6 +121,7 @@ def latex(grid: Grid) -> str:
     for row, cells in zip(grid.rows, grid.cells):
         lines.append(" & ".join([latex_escape(r) for r in row] + [_latex_cell(c, spec.paper) for c in cells]) + r" \\")
     lines += [r"\bottomrule", r"\end{tabular}"]
+    lines += [rf"\par{{\footnotesize {latex_escape(note)}}}" for note in _mark_notes(grid)]
     caption = latex_escape(spec.title) + (". " + latex_escape(LEGEND) if spec.paper else "")
     label = spec.key if spec.key.isdigit() else spec.key.replace("_", "-")
     lines += [rf"\caption{{{caption}}}", rf"\label{{tab:thinkj-{label}}}", r"\end{table*}"]

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from thinkj.records import RecordError
-from thinkj.tables.specs import REWARDBENCH_CHAT_HARD_N, REWARDBENCH_CHAT_N, Metric
+from thinkj.tables.specs import PAPER_PROTOCOL, REWARDBENCH_CHAT_HARD_N, REWARDBENCH_CHAT_N, Metric
 
 
 @dataclass(frozen=True)
@@ -27,9 +27,28 @@ class Result:
     tags: dict[str, Any]
     provenance: dict[str, Any]
 
+    complete: bool | None = None  # the results' own verdict; None in files written before it existed
+
     @property
     def time(self) -> str:
         return str(self.provenance.get("time") or "")
+
+    def notes(self) -> list[str]:
+        """Why a number from this result is not a full, paper-protocol run ([] when it is one)."""
+        out = []
+        missing = [str(m) for m in self.metrics.get("missing") or []]
+        limit = (self.provenance.get("data") or {}).get("limit") if isinstance(self.provenance.get("data"), dict) else None
+        if limit is not None and not any(m.startswith("--limit") for m in missing):
+            missing.insert(0, f"--limit {limit}")
+        if self.complete is not True:
+            if missing:
+                out.append("incomplete: " + "; ".join(missing))
+            else:
+                out.append("incomplete" if self.complete is False else "completeness not recorded (older results file)")
+        protocol = self.metrics.get("protocol")
+        if protocol is not None and protocol != PAPER_PROTOCOL:
+            out.append(f"--protocol {protocol} (the paper's is taken to be {PAPER_PROTOCOL})")
+        return out
 
 
 def parse_result(data: Any, path: Path) -> Result:
@@ -41,8 +60,11 @@ def parse_result(data: Any, path: Path) -> Result:
     for key in ("tags", "provenance"):
         if data.get(key) is not None and not isinstance(data[key], dict):
             raise RecordError("must be an object", path=path, field=key)
+    complete = data.get("complete", data["metrics"].get("complete"))
+    if complete is not None and not isinstance(complete, bool):
+        raise RecordError(f"must be true or false, got {complete!r}", path=path, field="complete")
     return Result(path, data["benchmark"].lower(), data["metrics"], dict(data.get("tags") or {}),
-                  dict(data.get("provenance") or {}))
+                  dict(data.get("provenance") or {}), complete)
 
 
 def load_result(path: str | Path) -> Result:
@@ -55,6 +77,10 @@ def load_result(path: str | Path) -> Result:
 
 
 def _looks_like_result(path: Path) -> bool:
+    """A JSON with benchmark and metrics; a ``*.results.json`` (what ``thinkj eval`` writes) always counts, so a
+    broken one is reported by ``load_result`` instead of being skipped."""
+    if path.name.endswith(".results.json"):
+        return True
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, json.JSONDecodeError):
@@ -91,15 +117,22 @@ def collect_results(sources: list[str | Path]) -> list[Result]:
 
 
 def _number(value: Any) -> float | None:
+    """The number in a metric slot (None when absent or not a number; NaN and infinities are returned)."""
     if isinstance(value, bool) or value is None:
         return None
     if isinstance(value, dict):  # {"value": x, "ci95": [lo, hi]} style
         value = value.get("value", value.get("mean"))
     try:
-        number = float(value)
+        return float(value)
     except (TypeError, ValueError):
         return None
-    return number if math.isfinite(number) else None
+
+
+def _percentage(value: float | None, result_path: Path, where: str) -> float | None:
+    """Every table cell is a percentage: refuse NaN, infinities and values outside 0-100 with file and field."""
+    if value is not None and (not math.isfinite(value) or not 0.0 <= value <= 100.0):
+        raise RecordError(f"{value} is not a percentage in 0-100", path=result_path, field=f"metrics.{where}")
+    return value
 
 
 def _lookup(metrics: dict[str, Any], path: tuple[str, ...]) -> Any:
@@ -111,8 +144,9 @@ def _lookup(metrics: dict[str, Any], path: tuple[str, ...]) -> Any:
     return node
 
 
-def _chat_pooled(metrics: dict[str, Any]) -> float | None:
-    chat, hard = (_number(_lookup(metrics, ("sections", s))) for s in ("Chat", "Chat Hard"))
+def _chat_pooled(metrics: dict[str, Any], path: Path) -> float | None:
+    chat, hard = (_percentage(_number(_lookup(metrics, ("sections", s))), path, f"sections.{s}")
+                  for s in ("Chat", "Chat Hard"))
     if chat is None or hard is None:
         return None
     return (chat * REWARDBENCH_CHAT_N + hard * REWARDBENCH_CHAT_HARD_N) / (REWARDBENCH_CHAT_N + REWARDBENCH_CHAT_HARD_N)
@@ -122,10 +156,11 @@ DERIVED = {"rewardbench_chat_pooled": _chat_pooled}
 
 
 def metric_value(result: Result, metric: Metric) -> float | None:
-    """The metric's value in ``result`` (None when the results lack it)."""
+    """The metric's value in ``result`` (None when the results lack it); a value that is not a percentage in
+    0-100 (NaN, 950, -5) raises RecordError naming the file and field, never reaches a table."""
     if metric.derive:
-        return DERIVED[metric.derive](result.metrics)
-    return _number(_lookup(result.metrics, metric.path))
+        return DERIVED[metric.derive](result.metrics, result.path)
+    return _percentage(_number(_lookup(result.metrics, metric.path)), result.path, ".".join(metric.path))
 
 
 def metric_interval(result: Result, metric: Metric) -> tuple[float, float] | None:

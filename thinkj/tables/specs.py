@@ -24,6 +24,10 @@ from dataclasses import dataclass, field
 # llmbar-adver-manual 46 -> 456). Tables 5-7 pool the two sections with these weights.
 REWARDBENCH_CHAT_N, REWARDBENCH_CHAT_HARD_N = 358, 456
 
+# The paper does not state its protocol; we take it to be `single` (every judgment a trial: RewardBench's and
+# RM-Bench's own scorers judge one order). A result scored with another protocol is marked in the tables.
+PAPER_PROTOCOL = "single"
+
 
 @dataclass(frozen=True)
 class Metric:
@@ -102,7 +106,8 @@ _add(TableSpec(
     row_keys=("model",), row_tags={"model": "model"},
     groups=(ColumnGroup("RewardBench", _rb("")[:5]),
             ColumnGroup("RM-Bench", (Column("RM-Bench/Overall", "Overall", Metric("rmbench", ("overall",))),)),
-            ColumnGroup("Auto-J", (Column("Auto-J/Agreement", "Agreement", Metric("autoj", ("agreement",))),))),
+            # Auto-J's official pairwise agreement: both orders equal the label (pairwise_eval.py correct_both).
+            ColumnGroup("Auto-J", (Column("Auto-J/Agreement", "Agreement (both orders)", Metric("autoj", ("agreement",))),))),
     notes="row = tags.model (the judge's name as the paper prints it, e.g. Think-J-Qwen-2.5-32B)"))
 
 _add(TableSpec(

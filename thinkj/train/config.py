@@ -73,6 +73,19 @@ def resolve_profile(name_or_path: str | os.PathLike) -> Path:
                           lambda p: p.suffix in (".yaml", ".yml") and p.exists())
 
 
+DEFAULT_PROFILE = "qwen2.5-7b-instruct"  # the pipeline's MODEL_PROFILE default
+
+
+def generation_budget(profile: str | os.PathLike | None = None) -> int:
+    """``max_new_tokens`` of a model profile (default: the main base model's): the one generation budget of
+    evaluation and the difficulty filter."""
+    path = resolve_profile(profile or DEFAULT_PROFILE)
+    value = load_yaml(path).get("max_new_tokens")
+    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+        raise ConfigError(f"{path}: max_new_tokens must be a positive integer, got {value!r}")
+    return value
+
+
 def parse_overrides(items: Iterable[str]) -> dict[str, Any]:
     """``["lr=1e-6", "dataset=a,b"]`` -> dict; values are YAML scalars (numbers, booleans, null, strings)."""
     out: dict[str, Any] = {}
