@@ -139,7 +139,8 @@ def build_grid(spec: TableSpec, results: list[Result]) -> Grid:
                 valued.sort(key=lambda rv: (rv[0].time, str(rv[0].path)))
                 chosen, cell.ours = valued[-1]
                 cell.source, cell.interval = chosen.path, metric_interval(chosen, column.metric)
-                cell.notes = chosen.notes()
+                # Only beside a paper's number: a demo table's slices say so in their headers.
+                cell.notes = chosen.notes() if spec.paper else []
                 if len(valued) > 1:
                     grid.warnings.append(f"{' / '.join(row)} [{group.label} {column.header}]: {len(valued)} results match; "
                                          f"using the newest, {chosen.path}")
