@@ -102,7 +102,8 @@ def test_profiles_name_real_templates():
 
     for profile in PROFILES:
         cfg = load_yaml(PROJECT_ROOT / "configs" / "models" / f"{profile}.yaml")
-        assert set(cfg) == {"model_name_or_path", "template"}
+        # path and chat template for LlamaFactory; max_new_tokens is the one generation budget (evaluation, filters)
+        assert {"model_name_or_path", "template"} <= set(cfg) <= {"model_name_or_path", "template", "max_new_tokens"}
         assert cfg["template"] in TEMPLATES
 
 
