@@ -96,6 +96,8 @@ def run_grpo(cfg: dict[str, Any], model: str, rows: list[dict[str, Any]], out_di
         policy.warnings_issued = {}  # TRL 0.24 writes to this dict; transformers 5 models no longer have it
     trainer = GRPOTrainer(model=policy, reward_funcs=[reward], args=args, train_dataset=Dataset.from_list(rows),
                           processing_class=tokenizer)
+    if hasattr(reward, "bind_trainer"):
+        reward.bind_trainer(trainer)  # the group reward's metrics (judge failure rate, flips, latency) in the logs
     trainer.train()
     trainer.save_model(str(out / "model"))
     tokenizer.save_pretrained(str(out / "model"))
@@ -103,7 +105,8 @@ def run_grpo(cfg: dict[str, Any], model: str, rows: list[dict[str, Any]], out_di
     summary = {"steps": trainer.state.global_step, "device": "cpu" if cpu else "gpu", "reward_fn": reward.__name__,
                "rewards": [h["reward"] for h in history], "grad_norms": [h.get("grad_norm") for h in history],
                "learning_rates": [h.get("learning_rate") for h in history],
-               "last_metrics": getattr(reward, "last_metrics", {})}
+               "last_metrics": getattr(reward, "last_metrics", {}),
+               "reward_metrics": [{k: v for k, v in h.items() if k.startswith(f"{reward.__name__}/")} for h in history]}
     (out / "summary.json").write_text(json.dumps(summary, indent=1, default=str))
     return summary
 
