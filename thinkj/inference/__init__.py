@@ -22,8 +22,12 @@ def register_backend(name: str, target: str) -> None:
 def make_backend(name: str, model: str, **kwargs: Any) -> InferenceBackend:
     import importlib
 
+    from thinkj.models import resolve_model
+
     module, cls = _BACKENDS.lookup(name).split(":")
-    return getattr(importlib.import_module(module), cls)(model, **kwargs)
+    # a catalog name (``smollm2``) means its converted folder for the local engines; an HTTP model name stays as is
+    local = name in ("hf", "vllm")
+    return getattr(importlib.import_module(module), cls)(resolve_model(model) if local else model, **kwargs)
 
 
 __all__ = ["InferenceBackend", "Messages", "SamplingParams", "make_backend", "register_backend"]
