@@ -146,7 +146,7 @@ def make_data(out: Path, n_sft: int, n_heldout: int, seed: int) -> dict[str, Any
     return _finish(stage, {"sft_examples": len(examples), "judge_heldout": len(held), "seed": seed})
 
 
-def train_judge(out: Path, base: str, steps: int, seed: int) -> dict[str, Any]:
+def train_judge(out: Path, base: str, steps: int, lr: float, seed: int) -> dict[str, Any]:
     import yaml
 
     stage = out / "judge_sft"
@@ -157,7 +157,7 @@ def train_judge(out: Path, base: str, steps: int, seed: int) -> dict[str, Any]:
            "dataset": "judge_reward_sft", "dataset_dir": str(out / "data"), "template": "smollm2",
            "default_system": SYSTEM, "cutoff_len": 512, "output_dir": str(stage / "model"),
            "per_device_train_batch_size": 4, "gradient_accumulation_steps": 1, "max_steps": steps,
-           "learning_rate": 5e-5, "lr_scheduler_type": "cosine", "warmup_ratio": 0.05, "logging_steps": 5,
+           "learning_rate": lr, "lr_scheduler_type": "cosine", "warmup_ratio": 0.05, "logging_steps": 5,
            "save_strategy": "no", "report_to": "none", "use_cpu": True, "bf16": False, "seed": seed,
            "overwrite_output_dir": True, "dataloader_num_workers": 0, "preprocessing_num_workers": 1}
     path = stage / "train_config.yaml"
@@ -170,7 +170,7 @@ def train_judge(out: Path, base: str, steps: int, seed: int) -> dict[str, Any]:
         raise RuntimeError(f"judge SFT failed (exit {proc.returncode}); see {stage / 'train.log'}")
     state = json.loads((stage / "model" / "trainer_state.json").read_text())
     losses = [h["loss"] for h in state.get("log_history", []) if "loss" in h]
-    return _finish(stage, {"steps": steps, "losses": losses, "wall_s": round(time.time() - start, 1),
+    return _finish(stage, {"steps": steps, "lr": lr, "losses": losses, "wall_s": round(time.time() - start, 1),
                            "model": str(stage / "model")})
 
 
@@ -393,6 +393,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--base", default="smollm2", help="catalog name or folder of SmolLM2-135M-Instruct")
     parser.add_argument("--sft-examples", type=int, default=400)
     parser.add_argument("--sft-steps", type=int, default=40)
+    parser.add_argument("--sft-lr", type=float, default=5e-5)
     parser.add_argument("--grpo-steps", type=int, default=12)
     parser.add_argument("--heldout", type=int, default=48)
     parser.add_argument("--seed", type=int, default=0)
@@ -403,7 +404,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     summary: dict[str, Any] = {"data": make_data(out, args.sft_examples, args.heldout, args.seed)}
-    summary["judge_sft"] = train_judge(out, base, args.sft_steps, args.seed)
+    summary["judge_sft"] = train_judge(out, base, args.sft_steps, args.sft_lr, args.seed)
     with serve(summary["judge_sft"]["model"], out / "vllm.log") as url:
         summary["judge_check"] = check_judge(out, url)
         summary["grpo"] = grpo(out, base, url, args.grpo_steps, args.seed)
