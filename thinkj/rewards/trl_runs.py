@@ -159,8 +159,10 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
 
         rows = [r for _, r in read_jsonl(args.rows)]
     overrides = dict(item.split("=", 1) for item in args.set)
-    summary = run_grpo(cfg, args.model, rows, args.out, args.steps, {k: _parse_value(v) for k, v in overrides.items()},
-                       args.device)
+    from thinkj.models.catalog import resolve_model
+
+    summary = run_grpo(cfg, resolve_model(args.model), rows, args.out, args.steps,
+                       {k: _parse_value(v) for k, v in overrides.items()}, args.device)
     print(json.dumps(summary, indent=1, default=str))
     return summary
 
