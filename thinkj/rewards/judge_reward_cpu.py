@@ -368,7 +368,9 @@ def plot(out: Path, summary: dict[str, Any]) -> Path:
     g, e = summary["grpo"], summary["evaluate"]
     fig, (left, right) = plt.subplots(1, 2, figsize=(10, 3.8))
     steps = range(1, len(g["judge_reward"]) + 1)
-    left.plot(steps, g["judge_reward"], marker="o", label="judge reward (round robin, both orders)")
+    # (the mean round-robin reward of a group is 0.5 by construction; the flip rate shows how much the judge decided)
+    left.plot(steps, [m.get("flip_rate") for m in g["judge_metrics"]], marker="o",
+              label="judge flip rate (comparisons whose two orders disagree)")
     left.plot(steps, g["rule_ok"], marker="s", label="rule check (logged, not trained on)")
     left.set_xlabel("GRPO step")
     left.set_ylabel("mean over the step's completions")
