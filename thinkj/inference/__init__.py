@@ -26,10 +26,14 @@ def make_backend(name: str, model: str, **kwargs: Any) -> InferenceBackend:
     import importlib
 
     from thinkj.inference.identity import check_model_source
+    from thinkj.models import resolve_model
 
-    if name in LOCAL_ENGINES:
-        check_model_source(str(model), kwargs.get("revision"))
     module, cls = _BACKENDS.lookup(name).split(":")
+    # a catalog name (``smollm2``) means its converted folder for the local engines; an HTTP model name stays as is
+    local = name in LOCAL_ENGINES
+    if local:
+        model = resolve_model(model)
+        check_model_source(str(model), kwargs.get("revision"))
     return getattr(importlib.import_module(module), cls)(model, **kwargs)
 
 

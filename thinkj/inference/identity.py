@@ -55,6 +55,9 @@ def _cached_hub_commit(model: str, revision: str | None) -> str | None:
 
 def check_model_source(model: str, revision: str | None = None, *, what: str = "model") -> None:
     """Fail in one line when ``model`` can be neither loaded locally nor fetched."""
+    from thinkj.models import resolve_model
+
+    model = resolve_model(model)  # a catalog name (smollm2) is its converted folder
     if os.path.isdir(model) or os.path.isfile(model):
         return
     if looks_local(model):

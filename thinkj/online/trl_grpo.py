@@ -184,11 +184,14 @@ def run_trl_grpo(run: GRPORun, force: bool = False) -> dict[str, Any]:
         generation_kwargs={"use_cache": True},
     )
     config = GRPOConfig(**{**settings, **run.extra})  # extra GRPOConfig fields from the command line win
-    tokenizer = AutoTokenizer.from_pretrained(run.model)
+    from thinkj.models import resolve_model
+
+    model_path = resolve_model(run.model)  # a catalog name (smollm2) is its converted folder
+    tokenizer = AutoTokenizer.from_pretrained(model_path)
     total = RecordingReward(run.preset, **run.weights)
     reward_funcs = [total, RewardComponent(run.preset, "acc", **run.weights),
                     RewardComponent(run.preset, "format", **run.weights)]
-    model = AutoModelForCausalLM.from_pretrained(run.model, dtype="float32" if cpu else "bfloat16")
+    model = AutoModelForCausalLM.from_pretrained(model_path, dtype="float32" if cpu else "bfloat16")
     if not hasattr(model, "warnings_issued"):
         model.warnings_issued = {}  # TRL 0.24 writes to this dict, which transformers 5 models no longer carry
     trainer = GRPOTrainer(model=model, reward_funcs=reward_funcs, args=config,

@@ -69,4 +69,12 @@ register_preset(Preset("margin_public", margin_public_reward, {},
 __all__ = ["PRESETS", "REWARD_KEYS", "Preset", "get_preset", "register_preset"]
 
 # Presets from the other seeds (000 XML judge, 002 competition, 004 multi-objective) register on import.
-from thinkj.rewards import competition, grm, multi_objective, pairwise_rm, xml_judge, xml_judge_task  # noqa: E402,F401
+from thinkj.rewards import (  # noqa: E402,F401
+    competition,
+    grm,
+    multi_objective,
+    pairwise_group,
+    pairwise_rm,
+    xml_judge,
+    xml_judge_task,
+)

@@ -19,7 +19,12 @@ For a group of n completions of one prompt:
                    = (raw - 5) / 5              if 0 < raw <= 5  -> [-1, 0)  ... (raw 1 -> -0.8, 5 -> 0)
                    = (raw - 5) * 2 / 5          if 5 < raw <= 10 -> (0, 2]
 
-   (raw is clipped to [0, 10] first). Keys: score, raw_score, n_valid_passes, n_passes, answer_found.
+   (raw is clipped to [0, 10] first). Keys: score, raw_score, n_valid_passes, n_passes, answer_found, and the
+   group's judge_failure_rate (requests that failed after retries / requests sent) and judge_latency_s.
+
+A request that fails after its retries is a dropped pass, and it is counted: when the judge's recent failure rate
+is above ``max_failure_rate`` (default 0.2) the reward raises ``JudgeUnavailableError`` and the run stops
+(``thinkj.rewards.judge_http``), so a dead judge never shows up as a reward of 0 for every sample.
 
 Use: ``TRLGroupReward("grm_listwise", base_url=..., model=...)`` in TRL, or the verl group manager with
 ``group_preset=grm_listwise`` (see configs/rewards/grm_listwise.yaml).
@@ -30,14 +35,14 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from thinkj.rewards.judge_http import chat_many
+from thinkj.rewards.judge_http import GUARD_DEFAULTS, judge_batch
 
 GRM_TEMPLATE = "grm_listwise_v1"
-GRM_KEYS = ("score", "raw_score", "n_valid_passes", "n_passes", "answer_found")
+GRM_KEYS = ("score", "raw_score", "n_valid_passes", "n_passes", "answer_found", "judge_failure_rate", "judge_latency_s")
 GRM_DEFAULTS: dict[str, Any] = {"base_url": "http://127.0.0.1:8000/v1", "model": "judge", "api_key_env": "OPENAI_API_KEY",
                                 "n_iter": 8, "temperature": 0.5, "max_tokens": 1024, "concurrency": 8, "retries": 3,
                                 "timeout_s": 120.0, "answer_tag": None, "score_min": 1.0, "score_max": 10.0,
-                                "backoff_s": 0.5}
+                                "backoff_s": 0.5, **GUARD_DEFAULTS}
 NO_ANSWER = "I do not know"
 
 _BOXED = re.compile(r"\*{0,2}\\?boxed\*{0,2}\s*[:\-\u2013]?\s*\{([^}]*)\}", re.IGNORECASE)
@@ -111,23 +116,28 @@ def valid_pass(scores: list[float], n: int, low: float, high: float) -> bool:
 async def grm_listwise_group(prompt: Any, texts: list[str], ground_truths: list[Any], *, base_url: str, model: str,
                              api_key_env: str | None, n_iter: int, temperature: float, max_tokens: int, concurrency: int,
                              retries: int, timeout_s: float, answer_tag: str | None, score_min: float, score_max: float,
-                             backoff_s: float) -> list[dict[str, Any]]:
+                             backoff_s: float, max_failure_rate: float, min_calls: int,
+                             failure_window: int) -> list[dict[str, Any]]:
     n = len(texts)
     shown, found = zip(*(_extract(t, answer_tag) for t in texts)) if n else ((), ())
     n_iter = max(int(n_iter), 1)
     if answer_tag and not any(found):
-        return [{"score": 0.0, "raw_score": 0.0, "n_valid_passes": 0, "n_passes": 0, "answer_found": 0.0}] * n
+        return [{"score": 0.0, "raw_score": 0.0, "n_valid_passes": 0, "n_passes": 0, "answer_found": 0.0,
+                 "judge_failure_rate": 0.0, "judge_latency_s": 0.0}] * n
     messages = listwise_messages(prompt, list(shown))
-    outputs = (await chat_many([messages], n=n_iter, base_url=base_url, model=model, api_key_env=api_key_env,
-                               temperature=temperature, max_tokens=max_tokens, concurrency=concurrency, retries=retries,
-                               timeout_s=timeout_s, backoff_s=backoff_s, with_reasoning=False))[0]
+    batch = await judge_batch([messages], n=n_iter, base_url=base_url, model=model, api_key_env=api_key_env,
+                              temperature=temperature, max_tokens=max_tokens, concurrency=concurrency, retries=retries,
+                              timeout_s=timeout_s, backoff_s=backoff_s, with_reasoning=False,
+                              max_failure_rate=max_failure_rate, min_calls=min_calls, failure_window=failure_window)
+    outputs = batch.texts[0]
     passes = [parse_listwise_scores(o) for o in outputs if o is not None]
     valid = [p for p in passes if valid_pass(p, n, score_min, score_max)]
     results = []
     for i in range(n):
         raw = sum(p[i] for p in valid) / len(valid) if valid else 0.0
         results.append({"score": map_score(raw), "raw_score": float(raw), "n_valid_passes": len(valid),
-                        "n_passes": n_iter, "answer_found": float(found[i])})
+                        "n_passes": n_iter, "answer_found": float(found[i]),
+                        "judge_failure_rate": batch.failure_rate, "judge_latency_s": batch.latency_s})
     return results
 
 

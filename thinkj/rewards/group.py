@@ -157,6 +157,9 @@ class TRLGroupReward:
     ``expected_group_size`` (= ``num_generations``) a group of another size raises: under several processes TRL
     splits the generation batch across them, and a group cut in two would be scored as two smaller groups.
     Keep ``per_device_train_batch_size * steps_per_generation`` a multiple of ``num_generations``.
+
+    ``bind_trainer(trainer)`` (TRL's GRPOTrainer) also logs those means with the trainer's own metrics, as
+    ``<name>/<key>`` (e.g. the judge presets' failure rate, flip rate and latency), at every logging step.
     """
 
     def __init__(self, name: str, scope: str = "group", expected_group_size: int | None = None, **weights: Any):
@@ -169,6 +172,19 @@ class TRLGroupReward:
         self.weights = weights
         self.__name__ = f"{name}_group_reward"
         self.last_metrics: dict[str, float] = {}
+        self._trainer: Any = None
+
+    def bind_trainer(self, trainer: Any) -> None:
+        self._trainer = trainer
+
+    def _log_metrics(self) -> None:
+        metrics = getattr(self._trainer, "_metrics", None)  # GRPOTrainer averages these into each log line
+        if metrics is None:
+            return
+        mode = "train" if self._trainer.model.training else "eval"
+        for key, value in self.last_metrics.items():
+            if key != "score":
+                metrics[mode][f"{self.__name__}/{key}"].append(value)
 
     def __call__(self, prompts: list | None = None, completions: list | None = None, **columns: Any) -> list[float]:
         completions = completions or []
@@ -196,4 +212,5 @@ class TRLGroupReward:
         run_sync(run_all())
         numeric = [k for k, v in (results[0] if results else {}).items() if isinstance(v, (int, float))]
         self.last_metrics = {k: sum(float(r[k]) for r in results) / len(results) for k in numeric}
+        self._log_metrics()
         return [float(r["score"]) for r in results]

@@ -13,7 +13,10 @@ Round robin (group preset ``thinkj_round_robin``): every pair (i, j) of the grou
 (j, i); reward_i = mean of p over i's 2(n-1) judgments, in [-1, 1]. Reference (per sample, verl async
 ``compute_score`` here): the candidate against ``ground_truth["reference"]`` in both orders; reward = mean of
 the two p, in [-1, 1]. Keys: score, win_rate (share of judgments the candidate won), n_judgments, n_parsed,
-consistency (share of its pairs whose two orders agreed on the winner).
+consistency (share of its pairs whose two orders agreed on the winner), judge_failure_rate and judge_latency_s
+(the group's requests). A failed request (after retries) gives p = 0 but is counted: above ``max_failure_rate``
+the reward raises ``JudgeUnavailableError`` and the run stops (``thinkj.rewards.judge_http``).
+For the schemes with swap-averaged verdicts, knockout, anchors and Bradley-Terry see ``thinkj.rewards.pairwise_group``.
 
 A group of one gets score 0 (nothing to compare). Cost: round robin sends n(n-1) requests per group,
 reference 2 per sample.
@@ -32,14 +35,14 @@ from typing import Any
 
 from thinkj.prompts import get_template
 from thinkj.records import PreferencePair
-from thinkj.rewards.judge_http import chat_many
+from thinkj.rewards.judge_http import GUARD_DEFAULTS, JudgeBatch, guard_settings, judge_batch
 from thinkj.verdict import STRENGTH_RANGE, parse_verdict
 
-PAIRWISE_KEYS = ("score", "win_rate", "n_judgments", "n_parsed", "consistency")
+PAIRWISE_KEYS = ("score", "win_rate", "n_judgments", "n_parsed", "consistency", "judge_failure_rate", "judge_latency_s")
 PAIRWISE_DEFAULTS: dict[str, Any] = {"base_url": "http://127.0.0.1:8000/v1", "model": "judge",
                                      "api_key_env": "OPENAI_API_KEY", "temperature": 0.0, "max_tokens": 1024,
                                      "concurrency": 16, "retries": 3, "timeout_s": 120.0, "backoff_s": 0.5,
-                                     "template": "judge_strength_v2"}
+                                     "template": "judge_strength_v2", **GUARD_DEFAULTS}
 
 
 def as_messages(prompt: Any) -> list[dict[str, str]]:
@@ -70,22 +73,22 @@ def _agree(p_first: float, p_second: float) -> bool:
 
 
 async def _judge_all(messages: list[dict[str, str]], pairs: list[tuple[str, str]],
-                     kw: dict[str, Any]) -> list[tuple[float, float, bool]]:
+                     kw: dict[str, Any]) -> tuple[list[tuple[float, float, bool]], JudgeBatch]:
     """Signed preferences for the candidate shown first, one per (first, second) pair, all requests at once."""
     template = get_template(kw["template"])
     conversations = [template.render(PreferencePair("rm", "policy", messages, x, y, "tie")) for x, y in pairs]
-    answers = await chat_many(conversations, n=1, base_url=kw["base_url"], model=kw["model"],
+    batch = await judge_batch(conversations, n=1, base_url=kw["base_url"], model=kw["model"],
                               api_key_env=kw["api_key_env"], temperature=kw["temperature"], max_tokens=kw["max_tokens"],
                               concurrency=kw["concurrency"], retries=kw["retries"], timeout_s=kw["timeout_s"],
-                              backoff_s=kw["backoff_s"])
-    return [signed_preference(row[0], kw["template"]) for row in answers]
+                              backoff_s=kw["backoff_s"], **guard_settings(kw))
+    return [signed_preference(row[0], kw["template"]) for row in batch.texts], batch
 
 
 async def round_robin_group(prompt: Any, texts: list[str], ground_truths: list[Any], **kw: Any) -> list[dict[str, Any]]:
     n = len(texts)
     messages = as_messages(prompt)
     pairs = list(itertools.permutations(range(n), 2))  # (i, j) and (j, i): both orders
-    judged = await _judge_all(messages, [(texts[i], texts[j]) for i, j in pairs], kw) if pairs else []
+    judged, batch = await _judge_all(messages, [(texts[i], texts[j]) for i, j in pairs], kw) if pairs else ([], None)
     prefs: dict[int, list[float]] = {i: [] for i in range(n)}
     wins: dict[int, list[float]] = {i: [] for i in range(n)}
     parsed: dict[int, int] = dict.fromkeys(range(n), 0)
@@ -105,7 +108,9 @@ async def round_robin_group(prompt: Any, texts: list[str], ground_truths: list[A
         results.append({"score": sum(prefs[i]) / len(prefs[i]) if prefs[i] else 0.0,
                         "win_rate": sum(wins[i]) / len(wins[i]) if wins[i] else 0.0,
                         "n_judgments": len(prefs[i]), "n_parsed": parsed[i],
-                        "consistency": sum(agree) / len(agree) if agree else 0.0})
+                        "consistency": sum(agree) / len(agree) if agree else 0.0,
+                        "judge_failure_rate": batch.failure_rate if batch else 0.0,
+                        "judge_latency_s": batch.latency_s if batch else 0.0})
     return results
 
 
@@ -125,12 +130,12 @@ async def reference_score(prompt: Any, text: str, ground_truth: Any, **kw: Any) 
     reference = reference_of(ground_truth)
     messages = as_messages(prompt)
     text = text if isinstance(text, str) else ""
-    first, second = await _judge_all(messages, [(text, reference), (reference, text)], weights)
+    (first, second), batch = await _judge_all(messages, [(text, reference), (reference, text)], weights)
     p = (first[0] - second[0]) / 2
     wins = first[1] * first[2] + ((1.0 - second[1]) if second[2] and second[0] != 0 else 0.0)
     agree = _agree(first[0], -second[0])
     return {"score": p, "win_rate": wins / 2, "n_judgments": 2, "n_parsed": int(first[2]) + int(second[2]),
-            "consistency": float(agree)}
+            "consistency": float(agree), "judge_failure_rate": batch.failure_rate, "judge_latency_s": batch.latency_s}
 
 
 async def compute_score(data_source: str | None = None, solution_str: str = "", ground_truth: Any = None,

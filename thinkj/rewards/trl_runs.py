@@ -3,6 +3,9 @@
     # tiny model on CPU, 2 steps, the XML judge on corrupted-text pairs built from a text file (one doc a line)
     python -m thinkj.rewards.trl_runs --config configs/rewards/xml_judge.yaml --model runs/tiny/model \\
         --texts corpus.txt --out runs/cpu/xml_judge_trl --steps 2 --set num_generations=2 max_completion_length=16
+    # a served Think-J judge as the reward (docs/judge_as_reward.md)
+    python -m thinkj.rewards.trl_runs --config configs/rewards/thinkj_pairwise.yaml --model POLICY --rows rows.jsonl \
+        --out runs/cpu/judge_rewarded --steps 8 --reward-set base_url=http://127.0.0.1:PORT/v1 scheme=round_robin
     # HelpSteer2 attribute judge (rows with prompt, response and the five attributes) on one GPU
     python -m thinkj.rewards.trl_runs --config configs/rewards/multi_objective.yaml --model runs/qwen7b/judge_sft \\
         --helpsteer2 data/helpsteer2/train.jsonl --out runs/qwen7b/hs2_grpo --steps 500
@@ -96,6 +99,8 @@ def run_grpo(cfg: dict[str, Any], model: str, rows: list[dict[str, Any]], out_di
         policy.warnings_issued = {}  # TRL 0.24 writes to this dict; transformers 5 models no longer have it
     trainer = GRPOTrainer(model=policy, reward_funcs=[reward], args=args, train_dataset=Dataset.from_list(rows),
                           processing_class=tokenizer)
+    if hasattr(reward, "bind_trainer"):
+        reward.bind_trainer(trainer)  # the group reward's metrics (judge failure rate, flips, latency) in the logs
     trainer.train()
     trainer.save_model(str(out / "model"))
     tokenizer.save_pretrained(str(out / "model"))
@@ -103,7 +108,8 @@ def run_grpo(cfg: dict[str, Any], model: str, rows: list[dict[str, Any]], out_di
     summary = {"steps": trainer.state.global_step, "device": "cpu" if cpu else "gpu", "reward_fn": reward.__name__,
                "rewards": [h["reward"] for h in history], "grad_norms": [h.get("grad_norm") for h in history],
                "learning_rates": [h.get("learning_rate") for h in history],
-               "last_metrics": getattr(reward, "last_metrics", {})}
+               "last_metrics": getattr(reward, "last_metrics", {}),
+               "reward_metrics": [{k: v for k, v in h.items() if k.startswith(f"{reward.__name__}/")} for h in history]}
     (out / "summary.json").write_text(json.dumps(summary, indent=1, default=str))
     return summary
 
@@ -127,8 +133,15 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--device", default="auto", choices=["auto", "cpu", "gpu"])
     parser.add_argument("--set", nargs="*", default=[], help="GRPOConfig overrides key=value")
+    parser.add_argument("--reward-set", nargs="*", default=[],
+                        help="reward weight overrides key=value (e.g. base_url=http://JUDGE:8000/v1 scheme=knockout)")
     args = parser.parse_args(argv)
     cfg = load_config(args.config)
+    for item in args.reward_set:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise ThinkJError(f"--reward-set {item!r}: expected key=value")
+        cfg["reward"].setdefault("weights", {})[key] = _parse_value(value)
     if args.texts:
         from thinkj.export.verl import verl_rows
         from thinkj.rewards.xml_judge_task import build_xml_judge_pairs
@@ -146,8 +159,10 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
 
         rows = [r for _, r in read_jsonl(args.rows)]
     overrides = dict(item.split("=", 1) for item in args.set)
-    summary = run_grpo(cfg, args.model, rows, args.out, args.steps, {k: _parse_value(v) for k, v in overrides.items()},
-                       args.device)
+    from thinkj.models.catalog import resolve_model
+
+    summary = run_grpo(cfg, resolve_model(args.model), rows, args.out, args.steps,
+                       {k: _parse_value(v) for k, v in overrides.items()}, args.device)
     print(json.dumps(summary, indent=1, default=str))
     return summary
 

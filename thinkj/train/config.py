@@ -1,7 +1,8 @@
 """LlamaFactory run configs: model profile + stage YAML + ``key=value`` overrides -> one flat dict.
 
 A stage YAML (``configs/llamafactory/*.yaml``) holds the paper's hyper-parameters for one stage; a
-model profile (``configs/models/*.yaml``) holds what depends on the base model (path, chat template).
+model profile (``configs/models/*.yaml``) holds what depends on the base model (path, chat template). A profile
+may name a model of the ``thinkj models`` catalog (``thinkj_model: smollm2``) instead of a path.
 Later sources win: profile, then stage, then overrides. Override values are parsed as YAML scalars, so
 ``learning_rate=1e-6`` is a float and ``max_steps=3`` an int.
 
@@ -86,6 +87,17 @@ def generation_budget(profile: str | os.PathLike | None = None) -> int:
     return value
 
 
+def profile_settings(path: Path) -> dict[str, Any]:
+    """A model profile's LlamaFactory keys; ``thinkj_model: NAME`` becomes the catalog model's converted folder."""
+    data = load_yaml(path)
+    name = data.pop("thinkj_model", None)
+    if name is not None:
+        from thinkj.models import fetched_model_dir
+
+        data.setdefault("model_name_or_path", str(fetched_model_dir(str(name))))
+    return data
+
+
 def parse_overrides(items: Iterable[str]) -> dict[str, Any]:
     """``["lr=1e-6", "dataset=a,b"]`` -> dict; values are YAML scalars (numbers, booleans, null, strings)."""
     out: dict[str, Any] = {}
@@ -148,7 +160,7 @@ def build_config(stage: str | os.PathLike, profile: str | os.PathLike | None = N
     layers: list[tuple[str, dict[str, Any]]] = []
     if profile is not None:
         path = resolve_profile(profile)
-        layers.append((str(path), load_yaml(path)))
+        layers.append((str(path), profile_settings(path)))
     stage_path = resolve_stage_config(stage)
     layers.append((str(stage_path), load_yaml(stage_path)))
     extra = dict(overrides) if isinstance(overrides, dict) else parse_overrides(overrides)
