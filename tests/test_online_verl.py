@@ -389,9 +389,13 @@ def test_dry_run_cli_and_gpu_refusal(tiny_model_dir, tmp_path, capsys, monkeypat
 
         monkeypatch.delenv("RAY_ADDRESS", raising=False)
         capsys.readouterr()
-        assert main(["--algo", "grpo", "--model", "m", "--data", "d", "--out", str(tmp_path / "o")]) == 2
+        assert main(["--algo", "grpo", "--model", str(tiny_model_dir), "--data", "d", "--out", str(tmp_path / "o")]) == 2
         err = capsys.readouterr().err
         assert "no GPU" in err and "--device cpu" in err
+        # a model whose tokenizer cannot be read is refused before anything starts (the <think> check needs it)
+        assert main(["--algo", "grpo", "--model", str(tmp_path / "missing"), "--data", "d", "--out", str(tmp_path / "o")]) == 2
+        err = capsys.readouterr().err
+        assert "could not be loaded" in err and "--allow-think-tokens" in err and len(err.strip().splitlines()) == 1
 
 
 def test_shell_launchers_print_commands_verl_accepts(tmp_path, monkeypatch):

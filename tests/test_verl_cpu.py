@@ -143,3 +143,18 @@ def test_think_trap_is_found_and_refused_at_launch(tiny_model_dir, tmp_path, cap
     assert refused.returncode == 2 and "format reward would be 0" in refused.stderr
     allowed = subprocess.run(script, capture_output=True, text=True, timeout=300, env={**env, "ALLOW_THINK_TOKENS": "1"})
     assert allowed.returncode == 2 and "no GPU" in allowed.stderr and "format reward" not in allowed.stderr
+
+
+def test_cli_device_cpu_reaches_the_launcher(tiny_model_dir, tmp_path):
+    from typer.testing import CliRunner
+
+    from thinkj.train.cli import app
+
+    args = ["rl", "--engine", "verl", "--algo", "ppo", "--model", str(tiny_model_dir), "--data", str(tmp_path / "t.parquet"),
+            "--out", str(tmp_path / "o"), "--dry-run", "trainer.total_training_steps=2"]
+    cpu = CliRunner().invoke(app, [*args[:2], "--device", "cpu", *args[2:]])
+    assert cpu.exit_code == 0, cpu.output
+    assert "VERL_PLATFORM=cpu" in cpu.output and "critic.strategy=fsdp2" in cpu.output
+    assert cpu.output.rstrip().endswith("trainer.total_training_steps=2")
+    gpu = CliRunner().invoke(app, args)
+    assert gpu.exit_code == 0 and "VERL_PLATFORM" not in gpu.output and "trainer.n_gpus_per_node=8" in gpu.output

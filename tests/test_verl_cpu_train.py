@@ -33,53 +33,14 @@ VAL = "val-core/thinkj/pairwise_judge"
 ALL = os.environ.get("THINKJ_VERL_CPU_ALL") == "1"
 needs_all = pytest.mark.skipif(not ALL, reason="PPO and Reinforce++ on CPU run with THINKJ_VERL_CPU_ALL=1 "
                                                "(about 4-5 minutes each on 2 shared cores)")
-pytestmark = pytest.mark.slow
-
-
-def sft_tiny_judge(base: Path, out: Path, steps: int = 120, seed: int = 0, lr: float = 3e-3, batch: int = 16,
-                   thinking: str | None = None) -> Path:
-    """A few full fine-tuning steps of the tiny model on Think-J answers (prompt tokens masked)."""
-    import torch
-    from transformers import AutoModelForCausalLM, AutoTokenizer
-
-    from thinkj.prompts import get_template, judge_output
-    from thinkj.synthetic import explain, make_pairs
-
-    torch.manual_seed(seed)
-    tokenizer = AutoTokenizer.from_pretrained(base)
-    model = AutoModelForCausalLM.from_pretrained(base)
-    template = get_template("judge_strength_v1")
-    examples = []
-    for pair in make_pairs(256, seed=seed + 7):
-        if pair.label not in ("a", "b"):
-            continue
-        prompt = tokenizer.apply_chat_template(template.render(pair), add_generation_prompt=True, tokenize=True,
-                                               return_dict=True)["input_ids"]
-        answer = tokenizer(judge_output(thinking or explain(pair), pair.label, pair.strength) + tokenizer.eos_token,
-                           add_special_tokens=False)["input_ids"]
-        examples.append((prompt, answer))
-    optimizer = torch.optim.AdamW(model.parameters(), lr=lr)
-    for step in range(steps):
-        rows = [examples[(step * batch + i) % len(examples)] for i in range(batch)]
-        width = max(len(p) + len(a) for p, a in rows)
-        ids = torch.full((batch, width), tokenizer.pad_token_id)
-        labels = torch.full((batch, width), -100)
-        mask = torch.zeros((batch, width), dtype=torch.long)
-        for i, (p, a) in enumerate(rows):
-            ids[i, :len(p) + len(a)] = torch.tensor(p + a)
-            labels[i, len(p):len(p) + len(a)] = torch.tensor(a)
-            mask[i, :len(p) + len(a)] = 1
-        model(input_ids=ids, attention_mask=mask, labels=labels).loss.backward()
-        optimizer.step()
-        optimizer.zero_grad()
-    model.save_pretrained(out)
-    tokenizer.save_pretrained(out)
-    return out
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(1800)]  # a judge fine-tune, a verl run, a merge, an eval
 
 
 @pytest.fixture(scope="module")
 def judge(tiny_model_dir, tmp_path_factory) -> Path:
-    return sft_tiny_judge(tiny_model_dir, tmp_path_factory.mktemp("judge") / "model")
+    from thinkj.tiny_model import finetune_tiny_judge
+
+    return finetune_tiny_judge(tiny_model_dir, tmp_path_factory.mktemp("judge") / "model")
 
 
 @pytest.fixture(scope="module")

@@ -18,7 +18,11 @@ def think_problems(model: str) -> list[str]:
     """What in ``model``'s tokenizer or chat template would hide the thinking block from the reward."""
     from transformers import AutoTokenizer
 
-    tokenizer = AutoTokenizer.from_pretrained(model)
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(model)
+    except (OSError, ValueError) as err:
+        first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+        return [f"its tokenizer could not be loaded to check it ({first})"]
     problems = []
     text = f"{THINK_OPEN}\nweighing both\n{THINK_CLOSE}\nResponse (a) is better."
     decoded = tokenizer.decode(tokenizer.encode(text, add_special_tokens=False), skip_special_tokens=True)
@@ -36,6 +40,9 @@ def think_problems(model: str) -> list[str]:
 
 
 def think_trap_message(model: str, problems: list[str]) -> str:
+    if problems and problems[0].startswith("its tokenizer could not be loaded"):
+        return (f"{model}: {problems[0]}; the <think> check needs it (a local model folder or a cached hub id). "
+                "Set ALLOW_THINK_TOKENS=1 (--allow-think-tokens) to launch without the check.")
     return (f"{model}: the Think-J format reward would be 0 for every sample: " + "; ".join(problems)
             + ". Fix the tokenizer (ordinary added tokens) or the chat template, or set ALLOW_THINK_TOKENS=1 "
               "(--allow-think-tokens) to launch anyway.")
