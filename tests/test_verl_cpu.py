@@ -152,7 +152,7 @@ def test_cli_device_cpu_reaches_the_launcher(tiny_model_dir, tmp_path):
 
     args = ["rl", "--engine", "verl", "--algo", "ppo", "--model", str(tiny_model_dir), "--data", str(tmp_path / "t.parquet"),
             "--out", str(tmp_path / "o"), "--dry-run", "trainer.total_training_steps=2"]
-    cpu = CliRunner().invoke(app, [*args[:2], "--device", "cpu", *args[2:]])
+    cpu = CliRunner().invoke(app, [*args[:3], "--device", "cpu", *args[3:]])
     assert cpu.exit_code == 0, cpu.output
     assert "VERL_PLATFORM=cpu" in cpu.output and "critic.strategy=fsdp2" in cpu.output
     assert cpu.output.rstrip().endswith("trainer.total_training_steps=2")

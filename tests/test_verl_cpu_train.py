@@ -29,7 +29,7 @@ import pytest
 from thinkj.rewards import get_preset
 
 ROOT = Path(__file__).resolve().parent.parent
-VAL = "val-core/thinkj/pairwise_judge"
+DATA_SOURCE = "thinkj/pairwise_judge"
 ALL = os.environ.get("THINKJ_VERL_CPU_ALL") == "1"
 needs_all = pytest.mark.skipif(not ALL, reason="PPO and Reinforce++ on CPU run with THINKJ_VERL_CPU_ALL=1 "
                                                "(about 4-5 minutes each on 2 shared cores)")
@@ -117,18 +117,25 @@ def check_common(run: dict, weights: dict[str, float]) -> tuple[dict, dict]:
     for metrics in (first, last):
         assert math.isfinite(metrics["actor/pg_loss"]) and math.isfinite(metrics["actor/loss"])
     assert max(first["actor/grad_norm"], last["actor/grad_norm"]) > 0
-    # the reward varied across the batch (a parsable-verdict judge, not a random model scoring 0 everywhere)
-    assert any(m["critic/score/max"] > m["critic/score/min"] for m in (first, last))
-    # vLLM's log-probs of step 2 come from the weights the actor had after step 1: the sync works (stays at
-    # step 1's level, where both hold the same initial weights; the GRPO test compares it with the policy's movement)
-    assert last["training/rollout_probs_diff_mean"] < max(3 * first["training/rollout_probs_diff_mean"], 1e-3)
-    # Think-J reward keys, as verl logs them from our compute_score (validation at the last step)
-    val = {row["step"]: row["data"] for row in run["rows"] if any(k.startswith(VAL) for k in row["data"])}[2]
+    # the reward varied across the rollouts (a parsable-verdict judge, not a random model scoring 0 everywhere)
+    assert len({sample["score"] for sample in run["samples"]}) > 1
+    assert max(first["critic/score/max"], last["critic/score/max"]) > 0
+    # vLLM's log-probs of step 2 come from the weights the actor had after step 1: the sync works. Both sides
+    # compute in fp32, so the difference is float noise (about 3e-7 measured); the GRPO test shows that one
+    # update moves these probabilities by far more
+    assert last["training/rollout_probs_diff_mean"] < 1e-4
+    # Think-J reward keys, as verl logs them from our compute_score (validation at the last step; verl files
+    # `acc` under val-core/ and the other keys under val-aux/)
+    val = {}
+    for row in run["rows"]:
+        for key, value in row["data"].items():
+            parts = key.split("/")
+            if parts[0] in ("val-core", "val-aux") and "/".join(parts[1:3]) == DATA_SOURCE and parts[-1] == "mean@1":
+                val[(row["step"], parts[3])] = value
     for key in ("score", "acc", "format", "strength"):
-        assert f"{VAL}/{key}/mean@1" in val, sorted(val)
-    expected = sum(weights[w] * val[f"{VAL}/{k}/mean@1"] for w, k in (("w_acc", "acc"), ("w_fmt", "format"),
-                                                                          ("w_str", "strength")))
-    assert val[f"{VAL}/score/mean@1"] == pytest.approx(expected, abs=1e-6)
+        assert (2, key) in val, sorted(val)
+    expected = sum(weights[w] * val[(2, k)] for w, k in (("w_acc", "acc"), ("w_fmt", "format"), ("w_str", "strength")))
+    assert val[(2, "score")] == pytest.approx(expected, abs=1e-6)
     # and per training sample, from verl's rollout dump
     assert len(run["samples"]) >= 8 and {"score", "acc", "format", "strength"} <= set(run["samples"][0])
     for sample in run["samples"]:
@@ -182,13 +189,14 @@ def test_grpo_two_steps_merge_and_eval(judge, data, tmp_path_factory):
     moved = [mean_token_prob_change(judge, hf, s["input"], s["output"]) for s in run["samples"][:4]]
     print(json.dumps({"policy_moved": moved, "rollout_probs_diff_mean": [first["training/rollout_probs_diff_mean"],
                                                                          last["training/rollout_probs_diff_mean"]]}))
-    assert sum(moved) / len(moved) > 5 * last["training/rollout_probs_diff_mean"]
+    assert sum(moved) / len(moved) > 10 * last["training/rollout_probs_diff_mean"]
 
 
 @needs_all
 @pytest.mark.verl_cpu_all
 def test_ppo_two_steps_with_critic_and_kl_in_reward(judge, data, tmp_path_factory):
-    run = train("ppo", judge, data, tmp_path_factory.mktemp("verl_ppo") / "ppo")
+    # one rollout per prompt: 8 prompts a step so the reward can vary within the run
+    run = train("ppo", judge, data, tmp_path_factory.mktemp("verl_ppo") / "ppo", "data.train_batch_size=8")
     first, last = check_common(run, dict(get_preset("thinkj_qwen").defaults))
     for metrics in (first, last):
         assert math.isfinite(metrics["critic/vf_loss"])

