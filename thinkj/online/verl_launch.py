@@ -88,7 +88,9 @@ def build_command(spec: VerlLaunch) -> tuple[list[str], dict[str, str]]:
     on_cpu = spec.device == "cpu"
     experiment = spec.experiment_name or f"thinkj_{ALGOS[spec.algo]}"
     kwargs = "reward.custom_reward_function.reward_kwargs"
-    model, train, val = (_local(p) for p in (spec.model, spec.train_files, spec.val_files or spec.train_files))
+    model, train, val = spec.model, spec.train_files, spec.val_files or spec.train_files
+    if on_cpu:  # one machine: local paths made absolute (a cluster job keeps them as given, for its own nodes)
+        model, train, val = (_local(p) for p in (model, train, val))
     argv = [spec.python, "-m", "verl.trainer.main_ppo", "--config-path", str(config_dir), "--config-name", ALGOS[spec.algo],
             f"actor_rollout_ref.model.path={model}",
             f"data.train_files={train}",
