@@ -1,7 +1,7 @@
 """Online learning through verl 0.9.1's own code on CPU: Hydra configs, the launcher's command, the reward loop
 under Ray, RLHFDataset on our parquet, and the trainer's advantage computation for GRPO / PPO / Reinforce++.
 
-A full verl run needs GPUs (vLLM rollout, resource check); it is not run here (docs/online_learning.md).
+The full trainer runs on CPU in tests/test_verl_cpu_train.py (verl's CPU platform, docs/online_learning.md).
 """
 
 from __future__ import annotations
@@ -42,7 +42,7 @@ TABLE11 = {
 }
 SHARED = {"data.train_batch_size": 1024, "data.max_prompt_length": 1024, "data.max_response_length": 3072,
           "algorithm.kl_ctrl.kl_coef": 0.001, "trainer.nnodes": 2, "trainer.n_gpus_per_node": 8,
-          "actor_rollout_ref.rollout.name": "vllm"}
+          "actor_rollout_ref.rollout.name": "vllm", "actor_rollout_ref.actor.entropy_coeff": 0.001}
 # The one key we add that verl's schema does not declare: get_custom_reward_fn reads it with .get().
 EXTENSION_KEYS = ("reward.custom_reward_function.reward_kwargs",)
 
@@ -95,7 +95,7 @@ def test_configs_carry_table11_and_pass_verl_validation(composed):
         # verl's own checks (batch divisibility over 16 GPUs, micro-batch settings, critic config)
         validate_config(cfg, use_reference_policy=need_reference_policy(cfg), use_critic=need_critic(cfg))
         assert need_critic(cfg) == (algo == "ppo")
-        assert need_reference_policy(cfg) == (algo != "ppo")
+        assert need_reference_policy(cfg)  # GRPO / Reinforce++: KL loss; PPO: KL penalty in the reward
     assert composed["ppo"].critic.model.path == composed["ppo"].actor_rollout_ref.model.path
 
 
@@ -183,6 +183,34 @@ def test_launcher_command_is_accepted_by_verls_entry_point(tiny_model_dir, tmp_p
         build_command(VerlLaunch(algo="grpo", model="m", train_files="t", weights={"w_margin": 1.0}))
     with pytest.raises(LaunchError, match="unknown algorithm"):
         build_command(VerlLaunch(algo="dpo", model="m", train_files="t"))
+
+
+def test_active_kl_terms_per_algorithm_match_the_papers_verl(composed):
+    """Which KL term verl 0.9.1 actually applies, read the way its trainer reads the composed config.
+
+    Table 11 lists kl_ctrl.kl_coef 0.001 for GRPO and PPO and a KL loss for GRPO and Reinforce++. In the
+    paper's verl (early 2025) ``ray_trainer.fit`` put the kl_ctrl penalty into the reward exactly when the
+    actor had no KL loss (``if not use_kl_loss: apply_kl_penalty(...)``), so: PPO = KL penalty in the reward,
+    GRPO / Reinforce++ = KL loss only. verl 0.9.1 gates the reward penalty on ``algorithm.use_kl_in_reward``
+    (``verl/trainer/ppo/ray_trainer.py``), default false: without ppo.yaml setting it PPO had no KL at all.
+    """
+    from verl.trainer.ppo.utils import need_reference_policy
+
+    active = {}
+    for algo, cfg in composed.items():
+        actor, algorithm = cfg.actor_rollout_ref.actor, cfg.algorithm
+        active[algo] = {
+            "reward": (algorithm.kl_penalty, algorithm.kl_ctrl.type, algorithm.kl_ctrl.kl_coef) if algorithm.use_kl_in_reward
+            else None,
+            "loss": (actor.kl_loss_type, actor.kl_loss_coef) if actor.use_kl_loss else None,
+            "entropy": actor.entropy_coeff,
+        }
+        assert need_reference_policy(cfg)  # both KL forms need the reference policy's log-probs
+    assert active == {
+        "grpo": {"reward": None, "loss": ("low_var_kl", 0.001), "entropy": 0.001},
+        "ppo": {"reward": ("kl", "fixed", 0.001), "loss": None, "entropy": 0.001},
+        "reinforce_pp": {"reward": None, "loss": ("mse", 0.001), "entropy": 0.001},
+    }
 
 
 # ---- data: our parquet through verl's RLHFDataset, outputs tokenised into a DataProto ----
@@ -361,8 +389,13 @@ def test_dry_run_cli_and_gpu_refusal(tiny_model_dir, tmp_path, capsys, monkeypat
 
         monkeypatch.delenv("RAY_ADDRESS", raising=False)
         capsys.readouterr()
-        assert main(["--algo", "grpo", "--model", "m", "--data", "d", "--out", str(tmp_path / "o")]) == 2
-        assert "needs GPUs" in capsys.readouterr().err
+        assert main(["--algo", "grpo", "--model", str(tiny_model_dir), "--data", "d", "--out", str(tmp_path / "o")]) == 2
+        err = capsys.readouterr().err
+        assert "no GPU" in err and "--device cpu" in err
+        # a model whose tokenizer cannot be read is refused before anything starts (the <think> check needs it)
+        assert main(["--algo", "grpo", "--model", str(tmp_path / "missing"), "--data", "d", "--out", str(tmp_path / "o")]) == 2
+        err = capsys.readouterr().err
+        assert "could not be loaded" in err and "--allow-think-tokens" in err and len(err.strip().splitlines()) == 1
 
 
 def test_shell_launchers_print_commands_verl_accepts(tmp_path, monkeypatch):

@@ -107,3 +107,49 @@ def build_tiny_model(out_dir: str | Path, seed: int = 0, *, hidden_size: int = 1
                                                       "parameters": sum(p.numel() for p in model.parameters())},
                                                      indent=1))
     return out
+
+
+def finetune_tiny_judge(base: str | Path, out: str | Path, steps: int = 120, seed: int = 0, lr: float = 3e-3,
+                        batch: int = 16) -> Path:
+    """A tiny judge: full fine-tuning of the tiny model on Think-J answers to synthetic pairs (prompt masked).
+
+    For tests that need a policy writing parsable verdicts (verl's CPU runs: a reward with variance). 120
+    steps of 16 at lr 3e-3 gave about 70 % well-formed sampled answers and 75 % right verdicts on held-out
+    pairs; far fewer steps left it unparsable. Not a stage of the method (that is LlamaFactory SFT).
+    """
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from thinkj.prompts import get_template, judge_output
+    from thinkj.synthetic import explain, make_pairs
+
+    torch.manual_seed(seed)
+    tokenizer = AutoTokenizer.from_pretrained(base)
+    model = AutoModelForCausalLM.from_pretrained(base)
+    template = get_template("judge_strength_v1")
+    examples = []
+    for pair in make_pairs(256, seed=seed + 7):
+        if pair.label not in ("a", "b"):
+            continue
+        prompt = tokenizer.apply_chat_template(template.render(pair), add_generation_prompt=True, tokenize=True,
+                                               return_dict=True)["input_ids"]
+        answer = tokenizer(judge_output(explain(pair), pair.label, pair.strength) + tokenizer.eos_token,
+                           add_special_tokens=False)["input_ids"]
+        examples.append((prompt, answer))
+    optimizer = torch.optim.AdamW(model.parameters(), lr=lr)
+    for step in range(steps):
+        rows = [examples[(step * batch + i) % len(examples)] for i in range(batch)]
+        width = max(len(p) + len(a) for p, a in rows)
+        ids = torch.full((batch, width), tokenizer.pad_token_id)
+        labels = torch.full((batch, width), -100)
+        mask = torch.zeros((batch, width), dtype=torch.long)
+        for i, (p, a) in enumerate(rows):
+            ids[i, :len(p) + len(a)] = torch.tensor(p + a)
+            labels[i, len(p):len(p) + len(a)] = torch.tensor(a)
+            mask[i, :len(p) + len(a)] = 1
+        model(input_ids=ids, attention_mask=mask, labels=labels).loss.backward()
+        optimizer.step()
+        optimizer.zero_grad()
+    model.save_pretrained(out)
+    tokenizer.save_pretrained(out)
+    return Path(out)

@@ -3,6 +3,9 @@
     # GRPO with TRL on the tiny model, CPU (a few steps)
     thinkj train rl --engine trl --algo grpo --model runs/tiny/model --data runs/smoke/synthetic_data/train.jsonl \\
         --out runs/cpu/online_trl --steps 4 --num-generations 4 --max-completion-length 32
+    # verl's trainer on this machine's CPU (tiny model, 2 steps; docs/online_learning.md "Run verl on your laptop")
+    thinkj train rl --engine verl --device cpu --algo grpo --model runs/tiny/model --data train.parquet \
+        trainer.total_training_steps=2
     # verl on GPUs: print the command for 2 x 8 GPUs, then run GRPO on one 8-GPU node with one weight changed
     thinkj train rl --engine verl --algo grpo --model runs/qwen7b/judge_sft --data data/verl/train.parquet --dry-run
     thinkj train rl --engine verl --algo reinforce_pp --model runs/qwen7b/judge_sft --data data/verl/train.parquet \\
@@ -24,7 +27,7 @@ import typer
 def rl(
     overrides: list[str] = typer.Argument(None, help="verl: Hydra overrides (key=value) applied last; trl: GRPOConfig "
                                                      "fields as key=value (e.g. temperature=0.7)"),
-    engine: str = typer.Option("trl", help="trl (one machine, CPU or one GPU) | verl (GPU nodes, Ray)"),
+    engine: str = typer.Option("trl", help="trl (one machine, CPU or one GPU) | verl (GPU nodes, Ray; --device cpu here)"),
     algo: str = typer.Option("grpo", help="grpo | ppo | reinforce_pp (trl: grpo only)"),
     model: str = typer.Option(..., help="policy to start from: a model dir (the SFT-initialised judge) or hub id"),
     data: Path = typer.Option(..., help="PreferencePair JSONL (trl) or verl parquet (both engines)"),
@@ -38,11 +41,14 @@ def rl(
     num_generations: int = typer.Option(4, help="trl: group size (Table 11 GRPO: 8)"),
     prompts_per_step: int = typer.Option(2, help="trl: prompts per optimizer step"),
     max_completion_length: int = typer.Option(64, help="trl: max new tokens (Table 11: 3072)"),
-    device: str = typer.Option("auto", help="trl: auto | cpu | gpu"),
+    device: str = typer.Option("auto", help="trl: auto | cpu | gpu; verl: cpu runs verl's trainer on this machine's CPU "
+                                            "(tiny models, checking only), otherwise GPU nodes"),
     nnodes: int = typer.Option(2, help="verl: nodes (Table 11: 2)"),
     gpus_per_node: int = typer.Option(8, help="verl: GPUs per node (Table 11: 8)"),
     force: bool = typer.Option(False, help="trl: train again even if the output folder is finished"),
     dry_run: bool = typer.Option(False, help="verl: print the command only"),
+    allow_think_tokens: bool = typer.Option(False, help="verl: launch even if the tokenizer or chat template hides "
+                                                        "<think> from the reward"),
 ) -> None:
     """Online RL of the judge with the Think-J rule-based reward (TRL GRPO on one machine, verl on GPU clusters)."""
     from thinkj.checks import check_device, check_range
@@ -88,7 +94,8 @@ def rl(
 
         spec = VerlLaunch(algo=algo, model=model, train_files=str(data), val_files=str(val_data) if val_data else None,
                           out_dir=str(out), preset=preset, weights=weights, nnodes=nnodes, gpus_per_node=gpus_per_node,
-                          overrides=list(overrides or []))
+                          overrides=list(overrides or []), device="cpu" if device == "cpu" else "gpu",
+                          allow_think_tokens=allow_think_tokens)
         try:
             code = run_verl(spec, dry_run=dry_run)
         except LaunchError as err:

@@ -23,7 +23,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from thinkj.errors import ThinkJError, exit_on_user_error
-from thinkj.paths import PROJECT_ROOT
+from thinkj.online import verl_cpu
+from thinkj.paths import PROJECT_ROOT, cache_root
 from thinkj.rewards import get_preset
 
 CONFIG_DIR = PROJECT_ROOT / "configs" / "verl"
@@ -31,6 +32,7 @@ CONFIG_DIR = PROJECT_ROOT / "configs" / "verl"
 ALGOS = {"grpo": "grpo", "ppo": "ppo", "reinforce_pp": "reinforce_plus_plus", "reinforce_plus_plus": "reinforce_plus_plus"}
 # verl 0.9 accepts these old top-level reward keys but its trainer never reads them (see docs/online_learning.md)
 LEGACY_REWARD_KEYS = ("custom_reward_function.", "reward_model.reward_manager")
+DEVICES = ("gpu", "cpu")
 
 
 class LaunchError(ThinkJError):
@@ -52,6 +54,8 @@ class VerlLaunch:
     overrides: list[str] = field(default_factory=list)
     config_dir: str = str(CONFIG_DIR)
     python: str = sys.executable
+    device: str = "gpu"  # gpu | cpu (verl_cpu: the real trainer on the host CPU, tiny models only)
+    allow_think_tokens: bool = False  # launch even if <think> would be hidden from the reward (think_check)
 
 
 def check_override(override: str) -> None:
@@ -68,6 +72,8 @@ def build_command(spec: VerlLaunch) -> tuple[list[str], dict[str, str]]:
     """The argv of ``python -m verl.trainer.main_ppo ...`` and the environment variables it needs."""
     if spec.algo not in ALGOS:
         raise LaunchError(f"unknown algorithm {spec.algo!r}; choose from {', '.join(ALGOS)}")
+    if spec.device not in DEVICES:
+        raise LaunchError(f"unknown device {spec.device!r}; choose from {', '.join(DEVICES)}")
     config_dir = Path(spec.config_dir).resolve()
     if not (config_dir / f"{ALGOS[spec.algo]}.yaml").exists():
         raise LaunchError(f"{config_dir}/{ALGOS[spec.algo]}.yaml not found (pass --config-dir to a checkout's configs/verl)")
@@ -79,23 +85,36 @@ def build_command(spec: VerlLaunch) -> tuple[list[str], dict[str, str]]:
         check_override(override)
 
     out = Path(spec.out_dir).resolve()
+    on_cpu = spec.device == "cpu"
     experiment = spec.experiment_name or f"thinkj_{ALGOS[spec.algo]}"
     kwargs = "reward.custom_reward_function.reward_kwargs"
+    model, train, val = spec.model, spec.train_files, spec.val_files or spec.train_files
+    if on_cpu:  # one machine: local paths made absolute (a cluster job keeps them as given, for its own nodes)
+        model, train, val = (_local(p) for p in (model, train, val))
     argv = [spec.python, "-m", "verl.trainer.main_ppo", "--config-path", str(config_dir), "--config-name", ALGOS[spec.algo],
-            f"actor_rollout_ref.model.path={spec.model}",
-            f"data.train_files={spec.train_files}",
-            f"data.val_files={spec.val_files or spec.train_files}",
+            f"actor_rollout_ref.model.path={model}",
+            f"data.train_files={train}",
+            f"data.val_files={val}",
             f"{kwargs}.preset={spec.preset}",
             *[f"++{kwargs}.{name}={value}" for name, value in sorted(spec.weights.items())],
-            f"trainer.nnodes={spec.nnodes}",
-            f"trainer.n_gpus_per_node={spec.gpus_per_node}",
+            *([] if on_cpu else [f"trainer.nnodes={spec.nnodes}", f"trainer.n_gpus_per_node={spec.gpus_per_node}"]),
             f"trainer.experiment_name={experiment}",
             f"trainer.default_local_dir={out / 'checkpoints'}",
+            # Hydra's own run folder (config + log), inside the output folder instead of ./outputs
+            f"hydra.run.dir={out / 'hydra'}",
+            *(verl_cpu.cpu_overrides(spec.algo) if on_cpu else []),
             *spec.overrides]
     # verl's file logger writes <root>/<project>/<experiment>.jsonl; tensorboard goes to TENSORBOARD_DIR
     env = {"VERL_FILE_LOGGER_ROOT": str(out / "logs"), "TENSORBOARD_DIR": str(out / "logs" / "tensorboard"),
            "TOKENIZERS_PARALLELISM": "false"}
+    if on_cpu:
+        env.update(verl_cpu.cpu_environment(cache_root() / "verl_cpu"))
     return argv, env
+
+
+def _local(path: str) -> str:
+    """An existing local path made absolute (verl's Ray workers do not share our working directory)."""
+    return str(Path(path).resolve()) if Path(path).exists() else path
 
 
 def shell_line(argv: list[str], env: dict[str, str]) -> str:
@@ -114,10 +133,16 @@ def run(spec: VerlLaunch, dry_run: bool = False) -> int:
     print(shell_line(argv, env), flush=True)
     if dry_run:
         return 0
-    if not os.environ.get("RAY_ADDRESS") and not gpu_available():
-        raise LaunchError("verl training needs GPUs (its rollout is vLLM/SGLang and its resource check refuses 0 GPUs); "
-                          "this machine has none. Use --dry-run to print the command, or `thinkj train rl --engine trl` "
-                          "for GRPO on CPU.")
+    if not spec.allow_think_tokens:
+        from thinkj.online.think_check import think_problems, think_trap_message
+
+        problems = think_problems(spec.model)
+        if problems:
+            raise LaunchError(think_trap_message(spec.model, problems))
+    if spec.device == "gpu" and not os.environ.get("RAY_ADDRESS") and not gpu_available():
+        raise LaunchError("this machine has no GPU and no Ray cluster (RAY_ADDRESS): run verl's trainer on the CPU "
+                          "with --device cpu (DEVICE=cpu for scripts/train_verl.sh; tiny models, for checking), "
+                          "or use --dry-run to print the GPU command")
     Path(spec.out_dir).mkdir(parents=True, exist_ok=True)
     return subprocess.call(argv, env={**os.environ, **env})
 
@@ -149,13 +174,18 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--gpus-per-node", type=int, default=8)
     parser.add_argument("--experiment-name", default=None)
     parser.add_argument("--config-dir", default=str(CONFIG_DIR))
+    parser.add_argument("--device", default="gpu", choices=DEVICES,
+                        help="cpu: verl's trainer on this machine's CPU (tiny models; see thinkj/online/verl_cpu.py)")
     parser.add_argument("--dry-run", action="store_true", help="print the command only")
+    parser.add_argument("--allow-think-tokens", action="store_true",
+                        help="launch even if the tokenizer or chat template hides <think> from the reward")
     parser.add_argument("overrides", nargs="*", help="Hydra overrides for verl, after --")
     args = parser.parse_args(argv)
     spec = VerlLaunch(algo=args.algo, model=args.model, train_files=args.data, val_files=args.val_data, out_dir=args.out,
                       preset=args.preset, weights=parse_weights(args.weight), nnodes=args.nnodes,
                       gpus_per_node=args.gpus_per_node, experiment_name=args.experiment_name,
-                      overrides=list(args.overrides), config_dir=args.config_dir)
+                      overrides=list(args.overrides), config_dir=args.config_dir, device=args.device,
+                      allow_think_tokens=args.allow_think_tokens)
     try:
         return run(spec, dry_run=args.dry_run)
     except LaunchError as err:
