@@ -42,8 +42,8 @@ CORPUS_TEMPLATES = ("judge_strength_v1", "judge_cot_v1", "critic_strength_v1", "
 
 def default_corpus() -> list[str]:
     """Text the tokenizer is trained on: the Think-J templates rendered on synthetic pairs, plus answers."""
+    from thinkj.demo.tiny_task import explain, make_pairs
     from thinkj.prompts import get_template, judge_output, scores_sentence
-    from thinkj.synthetic import explain, make_pairs
 
     texts = [DEFAULT_SYSTEM]
     for pair in make_pairs(64, seed=12345, asked=("fruit", "animal", "color", "tool", "country", "instrument")):

@@ -108,7 +108,7 @@ BENCHMARKS: dict[str, BenchmarkSpec] = {
     "autoj": BenchmarkSpec("autoj", AUTOJ_TEST_URL, None, "scenario",
                            "Auto-J pairwise test: 1392 pairs with ties, 58 scenarios in 8 groups.", ("scenario",)),
     "synthetic": BenchmarkSpec("synthetic", None, None, "subset",
-                               "PreferencePair JSONL (e.g. thinkj.synthetic held-out pairs): accuracy.", ("subset",)),
+                               "PreferencePair JSONL (e.g. thinkj.demo.tiny_task held-out pairs): accuracy.", ("subset",)),
 }
 
 
