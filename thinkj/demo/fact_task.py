@@ -109,17 +109,20 @@ def facts(split: str) -> list[Fact]:
     return [Fact(f, e, FAMILIES[f][2][e]) for f in sorted(FAMILIES) for e in split_entities(f)[split]]
 
 
-def _bad(rng: random.Random, kind: str, fact: Fact, pool: list[Fact]) -> str:
+def _bad(rng: random.Random, kind: str, fact: Fact, pool: list[Fact]) -> tuple[str, list[Fact]]:
+    """The worse response, and the facts of ``pool`` it borrows (a wrong value's owner, the off-topic fact)."""
     same = [f for f in pool if f.family == fact.family and f.value != fact.value]
     if kind == "wrong":
-        return _answer(fact.family, fact.entity, rng.choice(same).value)
+        other = rng.choice(same)
+        return _answer(fact.family, fact.entity, other.value), [other]
     if kind == "refusal":
-        return REFUSAL
+        return REFUSAL, []
     if kind == "off_topic":
-        return rng.choice([f for f in pool if f.family != fact.family]).answer
-    other = rng.choice(same).value
-    first, second = (other, fact.value) if rng.random() < 0.5 else (fact.value, other)
-    return f"It might be {first}, or maybe {second}. I am not sure."
+        other = rng.choice([f for f in pool if f.family != fact.family])
+        return other.answer, [other]
+    other = rng.choice(same)
+    first, second = (other.value, fact.value) if rng.random() < 0.5 else (fact.value, other.value)
+    return f"It might be {first}, or maybe {second}. I am not sure.", [other]
 
 
 def make_pairs(n: int, seed: int = 0, *, split: str = "train", id_prefix: str | None = None,
@@ -134,11 +137,12 @@ def make_pairs(n: int, seed: int = 0, *, split: str = "train", id_prefix: str | 
     for i, label in enumerate(labels):
         fact = rng.choice(pool)
         kind = rng.choices(kinds, weights=weights)[0]
-        good, bad = fact.answer, _bad(rng, kind, fact, pool)
+        good, (bad, borrowed) = fact.answer, _bad(rng, kind, fact, pool)
         a, b = (good, bad) if label == "a" else (bad, good)
         out.append(PreferencePair(f"{id_prefix or split}-{seed}-{i}", source,
                                   [{"role": "user", "content": fact.question}], a, b, label, BAD_KINDS[kind][0],
-                                  {"family": fact.family, "entity": fact.entity, "bad_kind": kind, "split": split}))
+                                  {"family": fact.family, "entity": fact.entity, "bad_kind": kind, "split": split,
+                                   "borrowed": [[f.family, f.entity] for f in borrowed]}))
     return out
 
 

@@ -89,10 +89,10 @@ PLANS.add("smollm2", DemoPlan(
     # the base model writes no verdict zero-shot, so a few tokens show the failure; k = 3 as in the paper
     difficulty_pairs=64, difficulty_k=3, difficulty_max_new_tokens=16, difficulty_batch=32,
     dedup_threshold=0.95,
-    sft_steps=24, critic_steps=16, sft_batch=4, sft_lr=2e-5, sft_scheduler="cosine", sft_warmup=2, cutoff_len=512,
+    sft_steps=24, critic_steps=16, sft_batch=4, sft_lr=5e-5, sft_scheduler="cosine", sft_warmup=2, cutoff_len=512,
     pair_limit=32, pair_max_new_tokens=80, pair_batch=16,
-    dpo_steps=8, dpo_batch=2, dpo_lr=5e-6,
-    online_steps=6, online_lr=2e-6, online_generations=4, online_prompts_per_step=2, online_max_completion=80,
+    dpo_steps=8, dpo_batch=2, dpo_lr=1e-5,
+    online_steps=6, online_lr=5e-6, online_generations=4, online_prompts_per_step=2, online_max_completion=80,
     online_max_rows=64,
     eval_pairs=60, eval_max_new_tokens=80, eval_batch=16, rmbench_items=0, autoj_items=0,
 ))
