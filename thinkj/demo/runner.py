@@ -30,7 +30,7 @@ from thinkj.paths import stage_dir
 # (order, stage name, "module:function"), run by ascending order.
 STAGES: list[tuple[int, str, str]] = [
     (10, "model", "thinkj.demo.stages_setup:build_model"),
-    (20, "task_data", "thinkj.demo.stages_setup:make_data"),
+    (20, "synthetic_data", "thinkj.demo.stages_setup:make_data"),
     (25, "judge_base", "thinkj.demo.stages_setup:judge_base"),
     (30, "difficulty", "thinkj.demo.stages_selection:difficulty"),
     (40, "dedup", "thinkj.demo.stages_selection:dedup"),
@@ -97,7 +97,7 @@ def _brief(name: str, summary: dict[str, Any]) -> str:
     get = summary.get
     if name == "model":
         return f"{get('name', 'tiny')} ({get('parameters', get('n_params', '?'))} parameters)"
-    if name == "task_data":
+    if name == "synthetic_data":
         split = get("split") or {}
         extra = f", held-out facts share {split.get('shared_entities', 0)} entities" if split else ""
         return f"{get('task')}: {get('train')} train / {get('test')} held-out pairs{extra}"

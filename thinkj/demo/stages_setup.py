@@ -31,7 +31,7 @@ def make_data(ctx) -> dict[str, Any]:
     from thinkj.demo.tasks import get_task
 
     task = get_task(ctx.plan.task)
-    out = ctx.stage("task_data")
+    out = ctx.stage("synthetic_data")
     train = task.make_pairs(ctx.plan.train_pairs, ctx.seed, "train")
     test = task.make_pairs(ctx.plan.test_pairs, ctx.seed, "test")
     write_jsonl(out / "train.jsonl", train)

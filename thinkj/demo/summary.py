@@ -97,7 +97,7 @@ def summary(ctx) -> dict[str, Any]:
     checks = learning_checks(rows)
     after = checks.get("best_trained") or ("init" if "init" in rows else None)
     example = before_after(judgments, after) if after else None
-    test_pairs = ctx.artifacts.get("test_pairs") or ctx.run_dir / "task_data" / "test.jsonl"
+    test_pairs = ctx.artifacts.get("test_pairs") or ctx.run_dir / "synthetic_data" / "test.jsonl"
     if example and Path(test_pairs).exists():
         for _, pair in read_jsonl(test_pairs):
             if pair["id"] == example["item_id"]:
