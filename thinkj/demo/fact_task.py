@@ -170,11 +170,12 @@ def describe(response: str, fact: Fact) -> str:
 
 
 def explain(pair: PreferencePair) -> str:
-    """The rule-based rationale: what is asked, the right value, what each response does."""
+    """The rule-based rationale: the right value, then what each response does with it."""
     fact = fact_of(pair.instruction)
     if fact is None:
         return "The question is not one I can check."
-    return (f"The question asks: {fact.question} The answer is {fact.value}. "
+    # short on purpose: ~50 tokens with the verdict, so the judge's whole answer fits the demo's generation budget
+    return (f"The answer is {fact.value}. "
             f"Response (a) {describe(pair.response_a, fact)}. Response (b) {describe(pair.response_b, fact)}.")
 
 

@@ -81,18 +81,21 @@ PLANS: Registry[DemoPlan] = Registry("demo plan", {})
 # rather than to argue the side it is told, and then writes no negatives (measured: 0 of 43).
 PLANS.add("tiny", DemoPlan(model="tiny", profile="tiny", task="fruit"))
 
-# SmolLM2-135M-Instruct on the facts task, sized for ~15 minutes of stage time on 2 idle cores. Full fine-tuning
-# costs ~5-10 s per step at batch 4 x ~330 tokens on 2 cores; generation ~70 tokens/s at batch 16.
+# SmolLM2-135M-Instruct on the facts task, sized for ~15 minutes of stage time on 2 idle cores. Cost model: the
+# judge prompt is ~280 tokens, so prefill dominates generation (difficulty filter, pairs, GRPO, evaluation), and full
+# fine-tuning (fp32, AdamW) costs a few CPU-seconds per ~330-token sequence. The judge's answer is ~50 tokens
+# (at most ~70), so generation budgets are 96 tokens. Estimated CPU-minutes: difficulty ~2.5, SFT ~6, pairs ~1.5,
+# DPO ~1.5, GRPO ~2.5, evaluation ~6 (~20 in all: ~10-12 minutes on 2 idle cores, not measured idle here).
 PLANS.add("smollm2", DemoPlan(
     model="smollm2", profile="smollm2-135m-instruct", task="facts",
-    train_pairs=256, test_pairs=60, base_preview=0,
-    # the base model writes no verdict zero-shot, so a few tokens show the failure; k = 3 as in the paper
-    difficulty_pairs=64, difficulty_k=3, difficulty_max_new_tokens=16, difficulty_batch=32,
+    train_pairs=256, test_pairs=30, base_preview=0,
+    # zero-shot the base model writes no verdict within 8 tokens, so the filter keeps (nearly) all: it runs the stage
+    difficulty_pairs=40, difficulty_k=3, difficulty_max_new_tokens=8, difficulty_batch=20,
     dedup_threshold=0.95,
-    sft_steps=24, critic_steps=16, sft_batch=4, sft_lr=5e-5, sft_scheduler="cosine", sft_warmup=2, cutoff_len=512,
-    pair_limit=32, pair_max_new_tokens=80, pair_batch=16,
-    dpo_steps=8, dpo_batch=2, dpo_lr=1e-5,
-    online_steps=6, online_lr=5e-6, online_generations=4, online_prompts_per_step=2, online_max_completion=80,
+    sft_steps=16, critic_steps=8, sft_batch=4, sft_lr=5e-5, sft_scheduler="cosine", sft_warmup=2, cutoff_len=512,
+    pair_limit=16, pair_max_new_tokens=96, pair_batch=16,
+    dpo_steps=4, dpo_batch=2, dpo_lr=1e-5,
+    online_steps=3, online_lr=5e-6, online_generations=4, online_prompts_per_step=2, online_max_completion=96,
     online_max_rows=64,
-    eval_pairs=60, eval_max_new_tokens=80, eval_batch=16, rmbench_items=0, autoj_items=0,
+    eval_pairs=30, eval_max_new_tokens=96, eval_batch=20, rmbench_items=0, autoj_items=0,
 ))

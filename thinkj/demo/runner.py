@@ -56,7 +56,8 @@ class DemoContext:
     # "models": {"base" | "init" | "offline" | "online": model dir} -- the evaluation stage judges each one.
     artifacts: dict[str, Any] = field(default_factory=dict)
     summaries: dict[str, dict[str, Any]] = field(default_factory=dict)
-    timings: dict[str, float] = field(default_factory=dict)
+    timings: dict[str, float] = field(default_factory=dict)  # wall seconds per stage
+    cpu_seconds: dict[str, float] = field(default_factory=dict)  # CPU seconds (this process + children) per stage
 
     def stage(self, name: str) -> Path:
         return stage_dir(self.run_dir, name)
@@ -90,6 +91,14 @@ def fix_threads(threads: int) -> None:
     import torch
 
     torch.set_num_threads(threads)
+
+
+def cpu_time() -> float:
+    """CPU seconds used so far by this process and its waited-for children: comparable between idle and busy machines."""
+    import resource
+
+    own, kids = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime + kids.ru_utime + kids.ru_stime
 
 
 def _brief(name: str, summary: dict[str, Any]) -> str:
@@ -130,7 +139,7 @@ def run_demo(run_dir: Path, seed: int = 0, model: str = "smollm2", only: list[st
           flush=True)
     for i, (name, target) in enumerate(stages, 1):
         module, func = target.split(":")
-        start = time.monotonic()
+        start, cpu_start = time.monotonic(), cpu_time()
         log = logs / f"{name}.log"
         try:
             with engine_output_to(log):
@@ -140,18 +149,24 @@ def run_demo(run_dir: Path, seed: int = 0, model: str = "smollm2", only: list[st
                   flush=True)
             raise
         ctx.timings[name] = round(time.monotonic() - start, 1)
+        ctx.cpu_seconds[name] = round(cpu_time() - cpu_start, 1)
         ctx.summaries[name] = summary
-        print(f"[{i:2d}/{len(stages)}] {name:15s} {ctx.timings[name]:6.1f} s  {_brief(name, summary)}", flush=True)
+        print(f"[{i:2d}/{len(stages)}] {name:15s} {ctx.timings[name]:6.1f} s (cpu {ctx.cpu_seconds[name]:6.1f} s)  "
+              f"{_brief(name, summary)}", flush=True)
     record = {"model": plan.model, "seed": seed, "stages": ctx.summaries, "seconds": ctx.timings,
-              "total_seconds": round(sum(ctx.timings.values()), 1)}
+              "cpu_seconds": ctx.cpu_seconds, "total_seconds": round(sum(ctx.timings.values()), 1),
+              "total_cpu_seconds": round(sum(ctx.cpu_seconds.values()), 1), "load_average": os.getloadavg()}
     (ctx.run_dir / "demo_stages.json").write_text(json.dumps(record, indent=1, default=str))
     if "summary" in ctx.artifacts:
         # the timings of this run, including the summary stage itself
         ctx.artifacts["summary"]["stage_seconds"] = dict(ctx.timings)
+        ctx.artifacts["summary"]["stage_cpu_seconds"] = dict(ctx.cpu_seconds)
+        ctx.artifacts["summary"]["load_average_at_end"] = [round(x, 2) for x in os.getloadavg()]
         (ctx.run_dir / "summary.json").write_text(json.dumps(ctx.artifacts["summary"], indent=1, ensure_ascii=False)
                                                    + "\n")
         print_results(ctx.artifacts["summary"])
-    print(f"\nstage time {record['total_seconds']:.0f} s; engine logs: {logs}/<stage>.log; "
+    print(f"\nstage time {record['total_seconds']:.0f} s wall, {record['total_cpu_seconds']:.0f} s CPU "
+          f"(load average now {os.getloadavg()[0]:.1f}); engine logs: {logs}/<stage>.log; "
           f"summary: {ctx.run_dir / 'summary.json'}", flush=True)
     return ctx
 

@@ -104,6 +104,7 @@ def summary(ctx) -> dict[str, Any]:
                 example["pair"] = {k: pair[k] for k in ("messages", "response_a", "response_b", "label")}
     document = {"model": ctx.plan.model, "task": ctx.plan.task, "seed": ctx.seed, "threads": ctx.plan.threads,
                 "rows": rows, "checks": checks, "example": example, "stage_seconds": dict(ctx.timings),
+                "stage_cpu_seconds": dict(ctx.cpu_seconds),
                 "git_commit": git_commit()}
     # summary.json sits at the run's top: runs/demo/summary.json
     (ctx.run_dir / "summary.json").write_text(json.dumps(document, indent=1, ensure_ascii=False) + "\n")
