@@ -127,8 +127,14 @@ def _brief(name: str, summary: dict[str, Any]) -> str:
     return json.dumps(summary, default=str)[:100]
 
 
-def run_demo(run_dir: Path, seed: int = 0, model: str = "smollm2", only: list[str] | None = None) -> DemoContext:
+def run_demo(run_dir: Path, seed: int = 0, model: str = "smollm2", only: list[str] | None = None,
+             threads: int | None = None) -> DemoContext:
+    """Run the stages; ``threads`` overrides the plan's thread count (1 is faster on a machine other jobs load)."""
+    from dataclasses import replace
+
     plan = PLANS.lookup(model)
+    if threads:
+        plan = replace(plan, threads=threads)
     fix_threads(plan.threads)
     ctx = DemoContext(Path(run_dir), seed, plan)
     ctx.run_dir.mkdir(parents=True, exist_ok=True)
