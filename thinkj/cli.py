@@ -47,10 +47,10 @@ def tiny_model(out_dir: Path, seed: int = typer.Option(0, help="weights and toke
 
 @app.command()
 def smoke(model: str = typer.Option("smollm2", help="smollm2 (SmolLM2-135M-Instruct, make demo) or tiny (make demo-tiny)"),
-          run_dir: Path = typer.Option(None, help="where every stage writes its outputs [runs/demo or runs/demo-tiny]"),
+          run_dir: Path = typer.Option(None, help="where every stage writes its outputs (default: runs/demo or runs/demo-tiny)"),
           seed: int = typer.Option(0),
           only: list[str] = typer.Option(None, help="run only these stages (repeatable)"),
-          threads: int = typer.Option(None, help="torch threads [the plan's: 2]; 1 is faster on a loaded machine")
+          threads: int = typer.Option(None, help="torch threads (default: the plan's, 2); 1 is faster on a loaded machine")
           ) -> None:
     """Run the whole method on a small model on CPU (the demo): one line per stage, then the table."""
     from thinkj.demo.runner import run_demo
