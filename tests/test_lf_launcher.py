@@ -7,9 +7,9 @@ import sys
 
 import pytest
 
+from thinkj.demo.tiny_task import explain, make_pairs
 from thinkj.export.llamafactory import write_preference_dataset
 from thinkj.prompts import get_template, judge_output
-from thinkj.synthetic import explain, make_pairs
 from thinkj.train.config import save_config
 from thinkj.train.launch import plan_stage
 

@@ -11,10 +11,10 @@ import math
 
 import pytest
 
+from thinkj.demo.tiny_task import explain, make_pairs
 from thinkj.export.llamafactory import write_preference_dataset, write_sft_dataset
 from thinkj.offline.baselines import bt_examples, synthetic_critic_examples, synthetic_judge_examples
 from thinkj.prompts import get_template, judge_output
-from thinkj.synthetic import explain, make_pairs
 from thinkj.verdict import parse_verdict
 
 pytestmark = pytest.mark.slow

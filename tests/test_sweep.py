@@ -155,7 +155,7 @@ def test_tiny_trl_sweep_fills_the_table_and_reruns_nothing(tiny_model_dir, tmp_p
     from typer.testing import CliRunner
 
     from thinkj.cli import _register_subcommands, app
-    from thinkj.synthetic import make_pairs
+    from thinkj.demo.tiny_task import make_pairs
 
     write_jsonl(tmp_path / "train.jsonl", [p.to_dict() for p in make_pairs(8, seed=1)])
     write_jsonl(tmp_path / "test.jsonl", [p.to_dict() for p in make_pairs(4, seed=2, id_prefix="test")])

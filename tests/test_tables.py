@@ -176,10 +176,10 @@ def test_demo_layout(tmp_path):
 
 
 def test_smoke_report_stage(tmp_path):
-    from thinkj.smoke import SmokeContext
+    from thinkj.demo.runner import DemoContext
     from thinkj.tables.report import report
 
-    ctx = SmokeContext(tmp_path / "run")
+    ctx = DemoContext(tmp_path / "run")
     empty = report(ctx)
     assert empty["table"] is None and not (ctx.run_dir / "report" / "demo_table.md").exists()
     assert "No evaluation results" in (ctx.run_dir / "report" / "report.md").read_text()

@@ -2,10 +2,10 @@ from __future__ import annotations
 
 import hashlib
 
+from thinkj.demo.tiny_task import make_pairs
 from thinkj.inference import SamplingParams, make_backend
 from thinkj.judging import accuracy_summary, judge_both_orders
 from thinkj.prompts import get_template, list_templates
-from thinkj.synthetic import make_pairs
 from thinkj.tiny_model import build_tiny_model
 
 

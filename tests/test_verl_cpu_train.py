@@ -43,8 +43,8 @@ def judge(tiny_model_dir, tmp_path_factory) -> Path:
 
 @pytest.fixture(scope="module")
 def data(tmp_path_factory) -> dict[str, Path]:
+    from thinkj.demo.tiny_task import make_pairs
     from thinkj.export.verl import write_verl_parquet
-    from thinkj.synthetic import make_pairs
 
     out = tmp_path_factory.mktemp("verl_data")
     write_verl_parquet(out / "train.parquet", [p for p in make_pairs(24, seed=31) if p.label != "tie"][:16])
@@ -174,8 +174,8 @@ def test_grpo_two_steps_strength_weight_zero_merge_and_eval(judge, data, tmp_pat
                             str(out / "checkpoints" / "global_step_2" / "actor"), str(hf)],
                            capture_output=True, text=True, timeout=600, env={**os.environ, "PYTHON": sys.executable})
     assert merge.returncode == 0, merge.stderr[-3000:]
+    from thinkj.demo.tiny_task import make_pairs
     from thinkj.records import write_jsonl
-    from thinkj.synthetic import make_pairs
 
     write_jsonl(out / "pairs.jsonl", make_pairs(4, seed=33))
     evaluation = subprocess.run([sys.executable, "-m", "thinkj.cli", "eval", "run", "synthetic", "--model", str(hf),

@@ -20,7 +20,7 @@ SCRIPT = textwrap.dedent('''
     from thinkj.inference import SamplingParams, make_backend
     from thinkj.judging import accuracy_summary, judge_both_orders
     from thinkj.records import write_jsonl
-    from thinkj.synthetic import make_pairs
+    from thinkj.demo.tiny_task import make_pairs
 
     if __name__ == "__main__":
         model, work = sys.argv[1], sys.argv[2]

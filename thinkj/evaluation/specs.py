@@ -113,7 +113,7 @@ BENCHMARKS: dict[str, BenchmarkSpec] = {
     "autoj": BenchmarkSpec("autoj", AUTOJ_TEST_URL, None, "scenario",
                            "Auto-J pairwise test: 1392 pairs with ties, 58 scenarios in 8 groups.", ("scenario",)),
     "synthetic": BenchmarkSpec("synthetic", None, None, "subset",
-                               "PreferencePair JSONL (e.g. thinkj.synthetic held-out pairs): accuracy.", ("subset",)),
+                               "PreferencePair JSONL (e.g. thinkj.demo.tiny_task held-out pairs): accuracy.", ("subset",)),
     # RewardBench 2 and JudgeBench: rules and sources in thinkj/evaluation/rewardbench2.py and judgebench.py.
     "rewardbench2": BenchmarkSpec("rewardbench2", "allenai/reward-bench-2", "test", "subset",
                                   "RewardBench 2: 1865 prompts, best-of-4 subsets + Ties; own runner and records.",

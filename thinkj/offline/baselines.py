@@ -5,7 +5,7 @@
   right verdict and a well-formed answer are kept as SFT targets -> ``judge_sft.yaml`` with that dataset.
 * BT classifier: the comparison's own chosen / rejected responses under the original conversation ->
   ``bt_rm.yaml`` (LlamaFactory stage ``rm``).
-* Synthetic judge / critic SFT data: rule-based rationales (``thinkj.synthetic.explain``) for the tiny-model
+* Synthetic judge / critic SFT data: rule-based rationales (``thinkj.demo.tiny_task.explain``) for the tiny-model
   demo when no teacher traces exist.
 
     thinkj train baseline-data --pairs train.jsonl --out runs/x/baselines              # direct + BT
@@ -15,7 +15,7 @@
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 
 from thinkj.inference.base import InferenceBackend, Messages, SamplingParams
 from thinkj.prompts import get_template, judge_output, verdict_sentence
@@ -64,17 +64,19 @@ def rejection_sampling_examples(pairs: list[PreferencePair], backend: InferenceB
     return examples, dict(counts)
 
 
-def synthetic_judge_examples(pairs: Iterable[PreferencePair], template: str = "judge_strength_v2"
-                             ) -> list[tuple[Messages, str]]:
-    """Judge SFT on the synthetic task: rule-based rationale + the right verdict (and strength)."""
+def synthetic_judge_examples(pairs: Iterable[PreferencePair], template: str = "judge_strength_v2", *,
+                             explain: Callable[[PreferencePair], str] | None = None) -> list[tuple[Messages, str]]:
+    """Judge SFT on a demo task: rule-based rationale (``explain``, default the tiny task's) + the right verdict."""
     tmpl = get_template(template)
     strength = tmpl.answer.strength != "forbidden"
-    return [(tmpl.render(p), judge_output(synthetic_explain(p), p.label, p.strength if strength else None))
+    explain = explain or synthetic_explain
+    return [(tmpl.render(p), judge_output(explain(p), p.label, p.strength if strength else None))
             for p in _decided(pairs)]
 
 
 def synthetic_critic_examples(pairs: Iterable[PreferencePair], template: str = "critic_strength_v2", *,
-                              wrong_side_every: int = 0) -> list[tuple[Messages, str]]:
+                              wrong_side_every: int = 0, explain: Callable[[PreferencePair], str] | None = None
+                              ) -> list[tuple[Messages, str]]:
     """Critic SFT on the synthetic task: told a side, it writes the rationale and a verdict for that side.
 
     By default the critic is only told the right side (the paper's critic data). ``wrong_side_every=k`` tells it the
@@ -84,17 +86,18 @@ def synthetic_critic_examples(pairs: Iterable[PreferencePair], template: str = "
     """
     tmpl = get_template(template)
     strength = tmpl.answer.strength != "forbidden"
+    explain = explain or synthetic_explain
     out = []
     for i, p in enumerate(_decided(pairs)):
         wrong = wrong_side_every > 0 and i % wrong_side_every == wrong_side_every - 1
         told = ("b" if p.label == "a" else "a") if wrong else p.label
         # As in the critic-guided construction: the right side comes with its strength, the wrong side without.
         prompt = tmpl.render(p, told, None if wrong else p.strength)
-        out.append((prompt, judge_output(synthetic_explain(p), told, p.strength if strength else None)))
+        out.append((prompt, judge_output(explain(p), told, p.strength if strength else None)))
     return out
 
 
 def synthetic_explain(pair: PreferencePair) -> str:
-    from thinkj.synthetic import explain
+    from thinkj.demo.tiny_task import explain
 
     return explain(pair)

@@ -1,7 +1,7 @@
-"""Smoke stage 130, "report": the demo table from the evaluation stage's results, plus the run's charts.
+"""Demo stage 130, "report": the demo table from the evaluation stage's results, plus the run's charts.
 
-    thinkj smoke --run-dir runs/smoke                 # runs every stage, this one last
-    thinkj smoke --run-dir runs/smoke --only report   # re-render from results already in the run dir
+    thinkj smoke --model smollm2                      # runs every stage, this one near the end
+    thinkj smoke --model smollm2 --only report        # re-render from results already in runs/demo
 
 Reads ``ctx.artifacts["results"]`` ({row name: results JSON path, or a list / {benchmark: path} of them},
 written by the evaluation stage); when only this stage is rerun (``--only report``) it falls back to the
@@ -44,7 +44,7 @@ def _pngs(run_dir: Path) -> list[Path]:
 def report(ctx) -> dict[str, Any]:
     out = ctx.stage("report")
     results = _results_for(ctx)
-    lines = [f"# Smoke run report ({ctx.run_dir})", ""]
+    lines = [f"# Demo run report ({ctx.run_dir})", ""]
     summary: dict[str, Any] = {"results": len(results)}
     if results:
         rendered = render_table("demo", results, out, formats=("latex",))

@@ -1,18 +1,17 @@
-"""Smoke stages for the teacher part of data selection: traces from the scripted R1 over HTTP, clip, seed set.
+"""Demo stages 50-70, the teacher part of data selection: traces from the scripted R1 over HTTP, clip, seed set.
 
-The teacher is :class:`thinkj.teacher_server.TeacherServer` on 127.0.0.1 (a free port), reached through the
-same OpenAI-compatible client a real R1 run uses. It answers wrongly on ~15 % of prompts and without an
-explanation on ~10 %, so the accuracy filter and trace clipping both drop items. The stages read the
-upstream ``selected_pairs`` (difficulty + dedup) when present, else ``train_pairs``.
+The teacher is :class:`thinkj.demo.teacher_server.TeacherServer` on 127.0.0.1 (a free port) knowing the plan's
+task, reached through the same OpenAI-compatible client a real R1 run uses. It answers wrongly on ~15 % of prompts
+and without an explanation on ~10 % (the plan's ``teacher`` settings), so the accuracy filter and trace clipping
+both drop items. The stages read the upstream ``selected_pairs`` (difficulty + dedup) when present, else
+``train_pairs``.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from thinkj.teacher_server import TeacherConfig, TeacherServer
-
-SMOKE_TEACHER = TeacherConfig(error_rate=0.15, empty_explanation_rate=0.1, seed=0)
+from thinkj.demo.teacher_server import TeacherConfig, TeacherServer
 
 
 def teacher_traces(ctx) -> dict[str, Any]:
@@ -20,7 +19,7 @@ def teacher_traces(ctx) -> dict[str, Any]:
 
     source = ctx.artifacts.get("selected_pairs") or ctx.artifacts["train_pairs"]
     out = ctx.stage("teacher_traces") / "traces.jsonl"
-    with TeacherServer(SMOKE_TEACHER) as server:
+    with TeacherServer(TeacherConfig(**ctx.plan.teacher, seed=0, task=ctx.plan.task)) as server:
         summary = run_traces(source, out, model=server.model, base_url=server.base_url, api_key_env=None,
                              max_concurrency=8, max_retries=3, timeout=30.0, backoff=0.05, max_backoff=1.0)
     ctx.artifacts["teacher_traces"] = out

@@ -1,6 +1,6 @@
-"""The smoke pipeline's evaluation stage: every trained tiny judge on held-out pairs and real benchmark slices.
+"""Demo stage 120: every judge of the run on the held-out pairs (and, in the tiny plan, real benchmark slices).
 
-    thinkj smoke --only evaluation     # after the earlier stages have run in the same run directory
+    thinkj smoke --model smollm2 --only evaluation     # after the earlier stages have run in the same run directory
 
 For each model in ``ctx.artifacts["models"]`` (base / init / offline / online, whichever exist) it judges, in
 both orders and greedily, the held-out synthetic pairs and -- when ``../shared/data`` is present -- a few
@@ -17,11 +17,9 @@ from typing import Any
 
 from thinkj.paths import PROJECT_ROOT
 
-# 4 models x (100 synthetic pairs + 1 RM-Bench item x 9 comparisons + 6 Auto-J pairs) x 2 orders. 100 held-out
-# pairs (200 judgments) make a 95% interval of about +-5 points at 80% accuracy: enough to tell the stages apart.
-SYNTHETIC_PAIRS, RMBENCH_ITEMS, AUTOJ_ITEMS = 100, 1, 6
-BATCH_SIZE = 64  # 2 length-sorted batches per model: decode steps, not rows, dominate on the tiny model
-TEMPLATE = "judge_strength_v2"  # the paper's answer format (judge_strength_v1 adds a bias sentence)
+# Sizes are the plan's (eval_pairs, rmbench_items, autoj_items, eval_max_new_tokens, eval_batch). The tiny plan judges
+# 100 held-out pairs + 1 RM-Bench item x 9 comparisons + 6 Auto-J pairs per model, both orders.
+TEMPLATE = "judge_strength_v2"  # the paper's format, as every library default (judge_strength_v1 adds a bias sentence)
 ROW_ORDER = ("base", "init", "offline", "online")
 
 
@@ -41,20 +39,20 @@ def _shortest_items(pairs, n: int, group_field: str):
     return take_items(ordered, n, group_field)
 
 
-def benchmark_slices(test_pairs: Path | None) -> dict[str, tuple[list, str]]:
-    """{benchmark: (pairs, source)} for the smoke run."""
+def benchmark_slices(test_pairs: Path | None, plan) -> dict[str, tuple[list, str]]:
+    """{benchmark: (pairs, source)} for the demo run."""
     from thinkj.evaluation.loaders import load_benchmark
 
     slices: dict[str, tuple[list, str]] = {}
     if test_pairs is not None:
-        slices["synthetic"] = (load_benchmark("synthetic", test_pairs)[:SYNTHETIC_PAIRS], str(test_pairs))
+        slices["synthetic"] = (load_benchmark("synthetic", test_pairs)[:plan.eval_pairs], str(test_pairs))
     data = shared_data_dir()
-    if (data / "rm-bench").is_dir():
+    if plan.rmbench_items and (data / "rm-bench").is_dir():
         source = str(data / "rm-bench")
-        slices["rmbench"] = (_shortest_items(load_benchmark("rmbench", source), RMBENCH_ITEMS, "domain"), source)
-    if (data / "auto-j" / "testdata_pairwise.jsonl").is_file():
+        slices["rmbench"] = (_shortest_items(load_benchmark("rmbench", source), plan.rmbench_items, "domain"), source)
+    if plan.autoj_items and (data / "auto-j" / "testdata_pairwise.jsonl").is_file():
         source = str(data / "auto-j" / "testdata_pairwise.jsonl")
-        slices["autoj"] = (_shortest_items(load_benchmark("autoj", source), AUTOJ_ITEMS, "scenario"), source)
+        slices["autoj"] = (_shortest_items(load_benchmark("autoj", source), plan.autoj_items, "scenario"), source)
     return slices
 
 
@@ -68,17 +66,15 @@ def evaluate(ctx) -> dict[str, Any]:
     models: dict[str, Path] = ctx.artifacts.get("models") or {}
     if not models:
         raise RuntimeError("no models to evaluate: run the tiny_model stage first (ctx.artifacts['models'])")
-    slices = benchmark_slices(ctx.artifacts.get("test_pairs"))
-    from thinkj.train.config import generation_budget
-
-    # the tiny model profile's budget (configs/models/tiny.yaml: 96 new tokens)
-    params = SamplingParams(temperature=0.0, max_new_tokens=generation_budget("tiny"), seed=ctx.seed)
+    plan = ctx.plan
+    slices = benchmark_slices(ctx.artifacts.get("test_pairs"), plan)
+    params = SamplingParams(temperature=0.0, max_new_tokens=plan.eval_max_new_tokens, seed=ctx.seed)
     results = ctx.artifacts.setdefault("results", {})
     table: dict[str, dict[str, Any]] = {}
     # Only the judges of the Table 4 layout: the critic argues a side it is told, it is not a judge.
     for row in [r for r in ROW_ORDER if r in models]:
         out = ctx.stage("evaluation") / row
-        backend = make_backend("hf", str(models[row]), batch_size=BATCH_SIZE)
+        backend = make_backend("hf", str(models[row]), batch_size=plan.eval_batch)
         cache = ResultCache(out / "cache.sqlite")
         # One generate call over every benchmark's prompts fills the cache; per-benchmark runs below only read it.
         everything = [p for pairs, _ in slices.values() for p in pairs]
@@ -87,9 +83,10 @@ def evaluate(ctx) -> dict[str, Any]:
         table[row] = {}
         for bench, (pairs, source) in slices.items():
             cfg = EvalConfig(bench, str(models[row]), "hf", TEMPLATE, source, None, len(pairs), out, params,
-                             {"model": "tiny", "method": row}, chunk_pairs=len(pairs) or 1)
+                             {"model": plan.model, "method": row}, chunk_pairs=len(pairs) or 1)
             records = judge_records(backend, pairs, cfg, cache)
             write_jsonl(out / f"{bench}.judgments.jsonl", records)
+            ctx.artifacts.setdefault("judgments", {}).setdefault(row, {})[bench] = out / f"{bench}.judgments.jsonl"
             document = results_document(cfg, records, source)
             path = out / f"{bench}.results.json"
             path.write_text(json.dumps(document, indent=1, ensure_ascii=False) + "\n")
@@ -99,23 +96,4 @@ def evaluate(ctx) -> dict[str, Any]:
             table[row][bench] = {headline: metrics[headline], "consistency": metrics["position_consistency"],
                                  "parse_failure": metrics["parse_failure"]}
         cache.close()
-    _print_table(table)
     return {"models": list(table), "benchmarks": list(slices), "scores": table}
-
-
-def _print_table(table: dict[str, dict[str, Any]]) -> None:
-    from rich.console import Console
-    from rich.table import Table
-
-    benches = list(dict.fromkeys(b for row in table.values() for b in row))
-    view = Table(title="evaluation (tiny judges; both orders; %)")
-    view.add_column("model")
-    for bench in benches:
-        view.add_column(f"{bench} score / consistency / unparsed", justify="right")
-    for row, scores in table.items():
-        cells = []
-        for bench in benches:
-            got = scores.get(bench)
-            cells.append("-" if got is None else " / ".join(str(v) for v in got.values()))
-        view.add_row(row, *cells)
-    Console(stderr=True).print(view)

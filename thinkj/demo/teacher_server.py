@@ -1,7 +1,7 @@
-"""A scripted stand-in for DeepSeek-R1, served over real HTTP (OpenAI-compatible) for the synthetic task.
+"""A scripted stand-in for DeepSeek-R1, served over real HTTP (OpenAI-compatible) for the demo tasks.
 
     thinkj data teacher-serve --port 8011 --error-rate 0.15          # until Ctrl-C
-    python -m thinkj.teacher_server --port 8011                        # the same
+    python -m thinkj.demo.teacher_server --port 8011                        # the same
 
     with TeacherServer(TeacherConfig(seed=0)) as server:               # in-process, free port, own thread
         backend = make_backend("openai", "r1-scripted", base_url=server.base_url)
@@ -9,7 +9,7 @@
 It reads the pair back from the rendered judge prompt (the question and the ``[Response (a)]`` /
 ``[Response (b)]`` blocks of :mod:`thinkj.prompts`) and answers the way R1 does: a long, wandering
 reasoning (in ``reasoning_content``, or inline in ``<think>`` with ``inline_think``), then a short
-explanation that summarises it (:func:`thinkj.synthetic.explain`), then the verdict sentence with a
+explanation that summarises it (the task's ``explain``: :mod:`thinkj.demo.tasks`), then the verdict sentence with a
 strength. Which answers are wrong (``error_rate``) or come without an explanation
 (``empty_explanation_rate``) is a function of the prompt and the seed, so the same prompt always gets
 the same answer. Fault injection (``faults`` = rates of timeout / 429 / 500 / malformed / drop per
@@ -34,7 +34,6 @@ from dataclasses import dataclass, field
 from thinkj.errors import ThinkJError
 from thinkj.prompts import verdict_sentence
 from thinkj.records import PreferencePair
-from thinkj.synthetic import asked_category, describe, explain, rule_verdict
 
 FAULTS = ("timeout", "429", "500", "malformed", "drop")
 _QUESTION = re.compile(r"\[User question\]\n(.*?)\n\n\[Response \(a\)\]", re.S)
@@ -65,6 +64,7 @@ class TeacherConfig:
     timeout_sleep: float = 5.0  # how long a "timeout" fault stalls (longer than the client's timeout in tests)
     retry_after: float | None = 0.01  # Retry-After header sent with 429
     api_key_env: str | None = None  # when set, requests must carry "Bearer $<this variable>" (else 401)
+    task: str = "fruit"  # which demo task's rules it knows (thinkj.demo.tasks): fruit | facts
 
     def __post_init__(self) -> None:
         unknown = set(self.faults) - set(FAULTS)
@@ -93,36 +93,33 @@ def parse_prompt(text: str) -> PreferencePair | None:
     return PreferencePair("teacher", "prompt", [{"role": "user", "content": question.group(1)}], a.group(1), b.group(1), "tie")
 
 
-def _strength_against(worse: str, category: str) -> int:
-    kind = describe(worse, category)
-    return 3 if kind == "refuses to answer" else 1 if kind == "hedges between two answers" else 2
-
-
 def scripted_answer(text: str, config: TeacherConfig) -> tuple[str, str]:
     """(reasoning, content) the teacher gives for a prompt."""
+    from thinkj.demo.tasks import get_task
+
+    task = get_task(config.task)
     pair = parse_prompt(text)
     draw = lambda what: _unit(config.seed, what, text)  # noqa: E731
     if pair is None:
         choice = "a" if draw("side") < 0.5 else "b"
         return ("I cannot find two responses to compare in this prompt, so I will pick one.",
                 verdict_sentence(choice, 1))
-    right = rule_verdict(pair)
+    right = task.rule_verdict(pair)
     if right == "tie":
         right = "a" if draw("tie") < 0.5 else "b"
     wrong = draw("error") < config.error_rate
     choice = {"a": "b", "b": "a"}[right] if wrong else right
-    category = asked_category(pair.instruction)
     worse = pair.response_b if choice == "a" else pair.response_a
-    strength = _strength_against(worse, category) if not wrong else 1 + int(draw("strength") * 2)
+    strength = task.strength_against(worse, pair) if not wrong else 1 + int(draw("strength") * 2)
     rng = random.Random(f"{config.seed}-{text}")
-    steps = [f"Okay, the user wrote: \"{pair.instruction}\". So they want {category or 'something specific'}.",
-             f"Response (a) says \"{pair.response_a}\" -- it {describe(pair.response_a, category)}.",
-             f"Response (b) says \"{pair.response_b}\" -- it {describe(pair.response_b, category)}."]
+    steps = [f"Okay, the user wrote: \"{pair.instruction}\". {task.asks(pair)}",
+             f"Response (a) says \"{pair.response_a}\" -- it {task.describe(pair.response_a, pair)}.",
+             f"Response (b) says \"{pair.response_b}\" -- it {task.describe(pair.response_b, pair)}."]
     while len(steps) < config.reasoning_sentences:
         steps.append(rng.choice(_FILLERS))
     steps.append(f"So, putting it together, I lean towards Response ({choice}).")
     reasoning = " ".join(steps[:3]) + "\n\n" + " ".join(steps[3:])
-    explanation = "" if draw("empty") < config.empty_explanation_rate else explain(pair)
+    explanation = "" if draw("empty") < config.empty_explanation_rate else task.explain(pair)
     content = (f"{explanation}\n\n" if explanation else "") + verdict_sentence(choice, strength)
     return reasoning, content
 
@@ -283,17 +280,18 @@ def serve_forever(config: TeacherConfig, host: str = "127.0.0.1", port: int = 80
 def main() -> None:
     import argparse
 
-    parser = argparse.ArgumentParser(description="Scripted R1 stand-in for the synthetic task (OpenAI-compatible).")
+    parser = argparse.ArgumentParser(description="Scripted R1 stand-in for the demo tasks (OpenAI-compatible).")
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, default=8011)
     parser.add_argument("--error-rate", type=float, default=0.15)
     parser.add_argument("--empty-explanation-rate", type=float, default=0.1)
     parser.add_argument("--inline-think", action="store_true")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--task", default="fruit", help="fruit (tiny demo) or facts (SmolLM2 demo)")
     parser.add_argument("--faults", default="{}", help='JSON, e.g. {"429": 0.1, "drop": 0.05}')
     args = parser.parse_args()
     serve_forever(TeacherConfig(args.error_rate, args.empty_explanation_rate, args.inline_think, seed=args.seed,
-                                faults=json.loads(args.faults)), args.host, args.port)
+                                faults=json.loads(args.faults), task=args.task), args.host, args.port)
 
 
 if __name__ == "__main__":

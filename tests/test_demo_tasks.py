@@ -1,0 +1,67 @@
+"""The demo's tasks: the facts task's entity split, its rationales and the scripted teacher's rules for it."""
+
+from __future__ import annotations
+
+from thinkj.demo import fact_task
+from thinkj.demo.summary import learning_checks, row_metrics
+from thinkj.demo.tasks import get_task
+from thinkj.demo.teacher_server import TeacherConfig, scripted_answer
+from thinkj.prompts import get_template
+from thinkj.verdict import parse_verdict
+
+
+def test_held_out_items_share_no_entity_or_value_with_training_items():
+    report = fact_task.split_report()
+    assert report["shared_entities"] == 0 and report["shared_values"] == 0 and report["test_facts"] >= 30
+    train, test = fact_task.make_pairs(300, seed=1), fact_task.make_pairs(200, seed=1, split="test")
+    test_facts = {(f.family, f.entity) for f in fact_task.facts("test")}
+    for p in test:  # the asked fact and every fact a response borrows (wrong value, off-topic answer) are held out
+        used = [(p.meta["family"], p.meta["entity"])] + [tuple(f) for f in p.meta["borrowed"]]
+        assert set(used) <= test_facts, p
+    assert {p.meta["split"] for p in train} == {"train"}
+
+
+def test_pairs_are_balanced_and_the_rule_agrees_with_the_label():
+    pairs = fact_task.make_pairs(200, seed=0)
+    assert sum(p.label == "a" for p in pairs) == 100
+    assert all(fact_task.rule_verdict(p) == p.label for p in pairs)
+    assert {p.meta["bad_kind"] for p in pairs} == set(fact_task.BAD_KINDS)
+    assert fact_task.make_pairs(20, seed=0) == fact_task.make_pairs(20, seed=0)
+
+
+def test_rationale_states_the_fact_and_what_each_response_does():
+    pair = next(p for p in fact_task.make_pairs(100, seed=2) if p.meta["bad_kind"] == "wrong")
+    fact = fact_task.fact_of(pair.instruction)
+    text = fact_task.explain(pair)
+    assert f"The answer is {fact.value}." in text
+    good, bad = ("(a)", "(b)") if pair.label == "a" else ("(b)", "(a)")
+    assert f"Response {good} says {fact.value}, which is correct." in text and "which is wrong" in text.split(bad)[1]
+
+
+def test_scripted_teacher_judges_the_facts_task():
+    task, judge = get_task("facts"), get_template("judge_strength_v1")
+    config = TeacherConfig(error_rate=0.0, empty_explanation_rate=0.0, task="facts")
+    for pair in fact_task.make_pairs(20, seed=4):
+        prompt = judge.render(pair)[-1]["content"]
+        reasoning, content = scripted_answer(prompt, config)
+        verdict = parse_verdict(f"<think>\n{reasoning}\n</think>\n{content}", judge.answer, strict=True)
+        assert verdict.choice == pair.label and task.explain(pair) in content
+
+
+def test_summary_metrics_and_checks():
+    def records(item, gold, orig, swap):
+        other = "b" if gold == "a" else "a"
+        return [{"item_id": item, "order": "original", "gold": gold, "verdict": orig, "correct": orig == gold},
+                {"item_id": item, "order": "swapped", "gold": other, "verdict": swap, "correct": swap == other}]
+
+    constant = records("x", "a", "a", "a") + records("y", "b", "a", "a")  # always "(a)": 50 %, no pair right
+    m = row_metrics(constant)
+    assert (m["accuracy"], m["pair_accuracy"], m["consistency"], m["n_items"]) == (50.0, 0.0, 0.0, 2)
+    good = records("x", "a", "a", "b") + records("y", "b", "b", None)
+    m = row_metrics(good)
+    assert (m["accuracy"], m["pair_accuracy"], m["consistency"], m["parse_failure"]) == (75.0, 50.0, 50.0, 25.0)
+    rows = {"base": {"accuracy": 10, "accuracy_ci95": [5, 20], "pair_accuracy": 0},
+            "init": {"accuracy": 50, "accuracy_ci95": [40, 60], "pair_accuracy": 30},
+            "offline": {"accuracy": 55, "accuracy_ci95": [45, 65], "pair_accuracy": 61}}
+    assert learning_checks(rows) == {"init_above_base": True, "best_trained": "offline", "best_above_init": False,
+                                     "best_pair_accuracy_at_least_60": True}

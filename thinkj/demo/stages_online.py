@@ -1,0 +1,30 @@
+"""Demo stage 110 "online": GRPO with the Think-J reward through TRL (paper §3.2.2), sized by the plan.
+
+    thinkj smoke --model smollm2 --only online      # needs the earlier stages' artifacts in the run
+
+Starts from the SFT-initialised judge (``models["init"]``) when the offline stages ran, else from the base model;
+trains on ``rl_pairs`` when the data-selection stages made them, else on ``train_pairs``. Registers
+``models["online"]`` and writes ``online/curves.png``. verl is the cluster engine; the CPU demo uses TRL.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+def online(ctx) -> dict[str, Any]:
+    from thinkj.online.trl_grpo import GRPORun, run_trl_grpo
+
+    plan = ctx.plan
+    models = ctx.artifacts.setdefault("models", {})
+    start = models.get("init") or models.get("base") or ctx.artifacts["base_model"]
+    data = ctx.artifacts.get("rl_pairs") or ctx.artifacts["train_pairs"]
+    out = ctx.stage("online")
+    summary = run_trl_grpo(GRPORun(
+        model=str(start), data=str(data), out_dir=str(out), preset="thinkj_qwen", steps=plan.online_steps,
+        learning_rate=plan.online_lr, beta=plan.online_beta, num_generations=plan.online_generations,
+        prompts_per_step=plan.online_prompts_per_step, max_completion_length=plan.online_max_completion,
+        max_rows=plan.online_max_rows, seed=ctx.seed, save_steps=plan.online_steps, device="cpu"))
+    models["online"] = out / "model"
+    return {"start": str(start), "data": str(data), "steps": summary["steps"], "first_reward": summary["first_reward"],
+            "last_reward": summary["last_reward"], "curves": summary["curves"]}
