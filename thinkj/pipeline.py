@@ -277,12 +277,13 @@ def plan(s: dict[str, str]) -> list[Stage]:
 
 def _profile_hub_id(profile: str) -> str:
     """The hub id in configs/models/<profile>.yaml (the judge being filtered for, the clip tokenizer)."""
-    import yaml
+    from thinkj.train.config import profile_settings
 
     path = Path(__file__).resolve().parent.parent / "configs" / "models" / f"{profile}.yaml"
     if not path.is_file():
         raise ThinkJError(f"MODEL_PROFILE={profile!r}: no {path}")
-    return str(yaml.safe_load(path.read_text())["model_name_or_path"])
+    # profile_settings: a catalog model (thinkj_model: smollm2) becomes its converted folder
+    return str(profile_settings(path)["model_name_or_path"])
 
 
 def merge_verl(checkpoints: Path, out: Path) -> None:
