@@ -69,6 +69,10 @@ def budget_for_backend(backend: str, model: str, kwargs: dict[str, Any], *, cont
     """The budget for a named backend: context length as given, else the backend's ``max_model_len`` argument,
     else the model config's. None for a server model without a local tokenizer (then the server's own check
     applies and its refusals are recorded as failed calls)."""
+    if backend in ("hf", "vllm"):  # a catalog name (smollm2) is its converted folder, as in make_backend
+        from thinkj.models import resolve_model
+
+        model = resolve_model(model)
     try:
         return PromptBudget.for_model(model, context_length=context_length or kwargs.get("max_model_len"),
                                       tokenizer=tokenizer, chat_template=kwargs.get("chat_template"))
