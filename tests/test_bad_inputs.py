@@ -236,7 +236,10 @@ def test_ctrl_c_prints_the_interrupt_line(tmp_path):
         proc = subprocess.Popen([sys.executable, "-m", "thinkj.cli", "data", "traces", str(pairs),
                                  str(tmp_path / "traces.jsonl"), "--base-url", server.base_url, "--api-key-env", "",
                                  "--model", "r1-scripted"], cwd=ROOT, env=env, stdout=subprocess.PIPE,
-                                stderr=subprocess.PIPE, text=True)
+                                stderr=subprocess.PIPE, text=True,
+                                # a shell that starts the suite in the background leaves SIGINT ignored, and the child
+                                # would inherit that: give it the default disposition a terminal's Ctrl-C meets
+                                preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
         deadline = time.monotonic() + 60
         while not server.counts()["requests"] and time.monotonic() < deadline:
             time.sleep(0.1)
