@@ -176,7 +176,7 @@ _add(TableSpec(
 # parse_failure (share of outputs without a readable verdict, which count as wrong).
 DEMO_METHODS = ("base", "init", "offline", "online")
 _add(TableSpec(
-    "demo", "Smoke run: tiny model, synthetic judging task (Table 4 layout)",
+    "demo", "Demo run: tiny model or SmolLM2, generated judging task (Table 4 layout)",
     row_keys=("method",), row_tags={"method": "method"},
     groups=(ColumnGroup("synthetic", (Column("", "Accuracy", Metric("synthetic", ("accuracy",))),
                                       Column("", "Consistency", Metric("synthetic", ("position_consistency",))),
@@ -184,8 +184,10 @@ _add(TableSpec(
             ColumnGroup("RewardBench slice", (Column("", "Overall", Metric("rewardbench", ("overall",))),)),
             ColumnGroup("RM-Bench slice", (Column("", "Overall", Metric("rmbench", ("overall",))),)),
             ColumnGroup("Auto-J slice", (Column("", "Agreement", Metric("autoj", ("agreement",))),))),
-    fixed_tags={"model": ("tiny",)}, paper=False, rows=tuple((m,) for m in DEMO_METHODS),
-    notes="row = tags.method (base | init | offline | online); tags.model = 'tiny'; empty benchmark groups are dropped"))
+    # one demo run holds one model: the tiny one (make demo-tiny) or SmolLM2 (make demo)
+    fixed_tags={"model": ("tiny", "smollm2")}, paper=False, rows=tuple((m,) for m in DEMO_METHODS),
+    notes="row = tags.method (base | init | offline | online); tags.model = 'tiny' or 'smollm2'; empty benchmark "
+          "groups are dropped"))
 
 # Tables that hold no evaluation results: shown as the paper prints them.
 PAPER_ONLY = {"1": "LIMJ707 selection counts", "10": "offline hyper-parameters", "11": "online hyper-parameters"}
