@@ -152,7 +152,7 @@ def test_verl_reward_loop_with_the_served_judge(judge_server, tiny_model_dir):
     ray = pytest.importorskip("ray")
     import verl
     from hydra import compose, initialize_config_dir
-    from test_verl_reward_presets import make_batch
+    from test_verl_reward_presets import make_batch, run
     from transformers import AutoTokenizer
     from verl.experimental.reward_loop import RewardLoopManager
 
@@ -176,16 +176,9 @@ def test_verl_reward_loop_with_the_served_judge(judge_server, tiny_model_dir):
     batch = make_batch(tok, texts, [{"reference": B}] * 8, ["u1"] * 4 + ["u2"] * 4)
     ray.init(num_cpus=2, include_dashboard=False, _temp_dir=os.environ.get("RAY_TMPDIR"), ignore_reinit_error=True)
     try:
-        manager = RewardLoopManager(config(url, "knockout"))
-        try:
-            out = manager.compute_rm_score(batch)
-        finally:
-            for worker in manager.reward_loop_workers:
-                ray.kill(worker)
-        scores = out.batch["rm_scores"].sum(-1).tolist()
+        scores, extra = run(config(url, "knockout"), batch)
         # u1: knockout C-A, B-D, A-D as in the scripted tests; u2: A beats B, the second B beats C, A beats it
         assert scores == pytest.approx([0.0, 0.5, 0.0, 1.0, 1.0, 0.0, 0.0, 0.5])
-        extra = {k: list(out.non_tensor_batch[k]) for k in out.meta_info["reward_extra_keys"]}
         assert set(extra) >= {"judge_failure_rate", "flip_rate", "judge_latency_s", "judge_calls"}
         assert set(extra["judge_failure_rate"]) == {0.0}
         dead = f"http://127.0.0.1:{free_port()}/v1"

@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from thinkj.errors import ThinkJError
+from thinkj.evaluation.loaders import _field  # the same file/row/field checks as the other benchmark loaders
 from thinkj.records import RecordError, read_jsonl
 
 HUB_NAME = "allenai/reward-bench-2"
@@ -75,18 +76,6 @@ class Item:
         return kind, number
 
 
-def _field(row: Any, name: str, where: str, line: int, kind: type | tuple[type, ...]) -> Any:
-    if not isinstance(row, dict):
-        raise RecordError(f"expected a JSON object, got {type(row).__name__}", path=where, line=line)
-    if name not in row:
-        raise RecordError("missing", path=where, line=line, field=name)
-    value = row[name]
-    if not isinstance(value, kind) or isinstance(value, bool):
-        names = kind.__name__ if isinstance(kind, type) else " or ".join(k.__name__ for k in kind)
-        raise RecordError(f"must be {names}, got {type(value).__name__}", path=where, line=line, field=name)
-    return value
-
-
 def _texts(row: dict, name: str, where: str, line: int) -> list[str]:
     value = row.get(name)
     if hasattr(value, "tolist"):  # parquet/arrow lists may arrive as arrays
@@ -98,12 +87,12 @@ def _texts(row: dict, name: str, where: str, line: int) -> list[str]:
 
 def parse_row(row: Any, where: str, line: int) -> Item:
     """Validate one upstream row; a bad one raises RecordError naming file, row and field."""
-    item_id = str(_field(row, "id", where, line, (str, int)))
-    subset = _field(row, "subset", where, line, str)
+    item_id = str(_field(row, "id", (str, int), where, line))
+    subset = _field(row, "subset", str, where, line)
     if subset not in SUBSETS:
         raise RecordError(f"unknown subset {subset!r} (expected one of {SUBSETS})", path=where, line=line,
                           field="subset")
-    prompt = _field(row, "prompt", where, line, str)
+    prompt = _field(row, "prompt", str, where, line)
     chosen, rejected = _texts(row, "chosen", where, line), _texts(row, "rejected", where, line)
     num_correct = row.get("num_correct", len(chosen))
     if num_correct != len(chosen):
