@@ -49,7 +49,9 @@ judge_latency_s (mean request time, retries included).
 
 **Cache** (``cache_path``): every answer is stored under (judge model, template, messages = prompt + the pair in
 that order, sampling settings), i.e. per (prompt, pair, order), in the project's SQLite ``ResultCache``; a
-comparison seen before (e.g. an unchanged completion across steps) is not sent again.
+comparison seen before (e.g. an unchanged completion across steps) is not sent again. The judge is known only by
+its served name: use one cache file per judge checkpoint (a retrained judge served under the same name with the
+same ``cache_path`` would get the old judge's answers).
 """
 
 from __future__ import annotations
