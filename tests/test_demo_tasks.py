@@ -33,9 +33,11 @@ def test_rationale_states_the_fact_and_what_each_response_does():
     pair = next(p for p in fact_task.make_pairs(100, seed=2) if p.meta["bad_kind"] == "wrong")
     fact = fact_task.fact_of(pair.instruction)
     text = fact_task.explain(pair)
-    assert f"The answer is {fact.value}." in text
     good, bad = ("(a)", "(b)") if pair.label == "a" else ("(b)", "(a)")
-    assert f"Response {good} says {fact.value}, which is correct." in text and "which is wrong" in text.split(bad)[1]
+    wrong = pair.response_b if pair.label == "a" else pair.response_a
+    assert f"Response {good} says {fact.value}." in text
+    assert f"Response {bad} {fact_task.what_it_says(wrong, fact)}." in text
+    assert text.endswith(f"The answer is {fact.value}, so Response {good} is right.")
 
 
 def test_scripted_teacher_judges_the_facts_task():

@@ -154,29 +154,42 @@ def fact_of(question: str) -> Fact | None:
     return _BY_QUESTION.get(question.strip())
 
 
-def describe(response: str, fact: Fact) -> str:
-    """What a response does with the asked fact: states it / a wrong value / refuses / hedges / answers another."""
+def what_it_says(response: str, fact: Fact) -> str:
+    """What a response does, without judging it: "says Paris" / refuses / hedges / answers another question."""
     text = response.strip()
     if text == REFUSAL:
         return "refuses to answer"
     if text.startswith("It might be"):
         return "hedges between two answers"
-    if text == fact.answer:
-        return f"says {fact.value}, which is correct"
-    for value in sorted({v for v in FAMILIES[fact.family][2].values()} - {fact.value}):
+    for value in sorted(set(FAMILIES[fact.family][2].values())):
         if text == _answer(fact.family, fact.entity, value):
-            return f"says {value}, which is wrong"
+            return f"says {value}"
     return "answers a different question"
 
 
+def describe(response: str, fact: Fact) -> str:
+    """What a response does with the asked fact: states it / a wrong value / refuses / hedges / answers another."""
+    said = what_it_says(response, fact)
+    if not said.startswith("says "):
+        return said
+    return f"{said}, which is {'correct' if said == f'says {fact.value}' else 'wrong'}"
+
+
 def explain(pair: PreferencePair) -> str:
-    """The rule-based rationale: the right value, then what each response does with it."""
+    """The rule-based rationale: what each response says, then the right value and which response states it.
+
+    Measured on SmolLM2-135M-Instruct (64 SFT examples, 32 steps, held-out facts, both orders): this order -- read
+    both responses, then recall the fact and match it -- gave 90.0 % accuracy / 86.7 % pair accuracy, where the
+    fact-first order ("The answer is X. Response (a) says Y, which is wrong. ...") gave 80.0 / 66.7 (experiments/LOG.md).
+    """
     fact = fact_of(pair.instruction)
     if fact is None:
         return "The question is not one I can check."
+    right = rule_verdict(pair)
     # short on purpose: ~50 tokens with the verdict, so the judge's whole answer fits the demo's generation budget
-    return (f"The answer is {fact.value}. "
-            f"Response (a) {describe(pair.response_a, fact)}. Response (b) {describe(pair.response_b, fact)}.")
+    ending = f"so Response ({right}) is right" if right in ("a", "b") else "and neither response states it"
+    return (f"Response (a) {what_it_says(pair.response_a, fact)}. Response (b) {what_it_says(pair.response_b, fact)}. "
+            f"The answer is {fact.value}, {ending}.")
 
 
 def rule_verdict(pair: PreferencePair) -> str:

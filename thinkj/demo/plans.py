@@ -24,6 +24,9 @@ class DemoPlan:
     train_pairs: int = 512
     test_pairs: int = 100
     base_preview: int = 16  # judge_base stage: pairs judged by the base model before anything (0 = no stage)
+    # the prompts of every stage (judge: difficulty, SFT, pairs, GRPO, evaluation; critic: SFT, pairs)
+    template: str = "judge_strength_v2"
+    critic_template: str = "critic_strength_v2"
     # data selection
     difficulty_pairs: int | None = None  # judge only the first N training pairs (None = all)
     difficulty_k: int = 3
@@ -58,6 +61,9 @@ class DemoPlan:
     online_max_completion: int = 72
     online_max_rows: int = 256
     online_beta: float = 0.001
+    # "seed_set": the seed set's RL rows; "train_pairs": the whole label-only training set, the seed set's pairs
+    # included (the paper optimises on HelpSteer2 / HH-RLHF preferences with LIMJ707 mixed in)
+    online_data: str = "seed_set"
     # evaluation
     eval_pairs: int = 100
     eval_max_new_tokens: int = 96
@@ -93,9 +99,11 @@ PLANS.add("smollm2", DemoPlan(
     difficulty_pairs=40, difficulty_k=3, difficulty_max_new_tokens=8, difficulty_batch=20,
     dedup_threshold=0.95,
     sft_steps=16, critic_steps=8, sft_batch=4, sft_lr=5e-5, sft_scheduler="cosine", sft_warmup=2, cutoff_len=512,
-    pair_limit=16, pair_max_new_tokens=96, pair_batch=16,
-    dpo_steps=4, dpo_batch=2, dpo_lr=1e-5,
+    # offline and online learning read the label-only training pairs beyond the traced seed set, as the paper's
+    # optimisation stage reads preference data beyond LIMJ707
+    pair_limit=32, pair_max_new_tokens=96, pair_batch=16,
+    dpo_steps=12, dpo_batch=2, dpo_lr=5e-5,
     online_steps=3, online_lr=5e-6, online_generations=4, online_prompts_per_step=2, online_max_completion=96,
-    online_max_rows=64,
+    online_max_rows=256, online_data="train_pairs",
     eval_pairs=30, eval_max_new_tokens=96, eval_batch=20, rmbench_items=0, autoj_items=0,
 ))

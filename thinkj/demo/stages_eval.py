@@ -19,7 +19,6 @@ from thinkj.paths import PROJECT_ROOT
 
 # Sizes are the plan's (eval_pairs, rmbench_items, autoj_items, eval_max_new_tokens, eval_batch). The tiny plan judges
 # 100 held-out pairs + 1 RM-Bench item x 9 comparisons + 6 Auto-J pairs per model, both orders.
-TEMPLATE = "judge_strength_v2"  # the paper's format, as every library default (judge_strength_v1 adds a bias sentence)
 ROW_ORDER = ("base", "init", "offline", "online")
 
 
@@ -78,11 +77,11 @@ def evaluate(ctx) -> dict[str, Any]:
         cache = ResultCache(out / "cache.sqlite")
         # One generate call over every benchmark's prompts fills the cache; per-benchmark runs below only read it.
         everything = [p for pairs, _ in slices.values() for p in pairs]
-        judge_both_orders(CachedBackend(backend, cache, tag=TEMPLATE), everything, TEMPLATE, params)
+        judge_both_orders(CachedBackend(backend, cache, tag=plan.template), everything, plan.template, params)
         results[row] = {}
         table[row] = {}
         for bench, (pairs, source) in slices.items():
-            cfg = EvalConfig(bench, str(models[row]), "hf", TEMPLATE, source, None, len(pairs), out, params,
+            cfg = EvalConfig(bench, str(models[row]), "hf", plan.template, source, None, len(pairs), out, params,
                              {"model": plan.model, "method": row}, chunk_pairs=len(pairs) or 1)
             records = judge_records(backend, pairs, cfg, cache)
             write_jsonl(out / f"{bench}.judgments.jsonl", records)

@@ -49,13 +49,14 @@ def _sft_data(ctx) -> tuple[dict[str, dict[str, str]], str]:
         shutil.copyfile(Path(upstream) / entry["file_name"], out / entry["file_name"])
         merged = json.loads((out / "dataset_info.json").read_text()) if (out / "dataset_info.json").exists() else {}
         (out / "dataset_info.json").write_text(json.dumps({**merged, names[1]: entry}, indent=2))
-        wrong = synthetic_critic_examples(pairs[::every], wrong_side_every=1, explain=explain)
+        wrong = synthetic_critic_examples(pairs[::every], ctx.plan.critic_template, wrong_side_every=1, explain=explain)
         write_sft_dataset(out, "thinkj_critic_wrong_side", wrong)
         return {"judge_sft": {"dataset": names[0], "dataset_dir": str(Path(upstream).resolve())},
                 "critic_sft": {"dataset": f"{names[1]},thinkj_critic_wrong_side", "dataset_dir": str(out.resolve())}}, \
             "seed_set (+ synthetic wrong-side critic examples)"
-    write_sft_dataset(out, names[0], synthetic_judge_examples(pairs, explain=explain))
-    write_sft_dataset(out, names[1], synthetic_critic_examples(pairs, wrong_side_every=every, explain=explain))
+    write_sft_dataset(out, names[0], synthetic_judge_examples(pairs, ctx.plan.template, explain=explain))
+    write_sft_dataset(out, names[1], synthetic_critic_examples(pairs, ctx.plan.critic_template, wrong_side_every=every,
+                                                                explain=explain))
     where = str(out.resolve())
     return {"judge_sft": {"dataset": names[0], "dataset_dir": where},
             "critic_sft": {"dataset": names[1], "dataset_dir": where}}, "rule-based (train_pairs + the task's explain)"
@@ -99,7 +100,8 @@ def critic_pairs(ctx) -> dict[str, Any]:
     models = ctx.artifacts["models"]
     summary = build_critic_pairs(pairs, models["init"], models["critic"], out, dataset=DPO_DATASET,
                                  max_new_tokens=plan.pair_max_new_tokens, seed=ctx.seed,
-                                 backend_kwargs={"batch_size": plan.pair_batch})
+                                 backend_kwargs={"batch_size": plan.pair_batch}, judge_template=plan.template,
+                                 critic_template=plan.critic_template)
     if summary["pairs"] < plan.min_pairs:
         summary = _add_rule_based_pairs(ctx, out, pairs, summary)
     ctx.artifacts["dpo_dataset_dir"] = out
@@ -118,7 +120,7 @@ def _add_rule_based_pairs(ctx, out: Path, pairs, summary: dict[str, Any]) -> dic
 
     rows = json.loads((out / f"{DPO_DATASET}.json").read_text())
     examples = [(r["messages"], r["chosen"]["content"], r["rejected"]["content"]) for r in rows]
-    judge = get_template("judge_strength_v2")
+    judge = get_template(ctx.plan.template)
     extra = [(judge.render(p), judge_output(explain(p), p.label, p.strength),
               judge_output(explain(p), "b" if p.label == "a" else "a", p.strength))
              for p in pairs[:min_pairs * 2] if p.label in ("a", "b")]

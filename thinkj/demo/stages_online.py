@@ -3,7 +3,8 @@
     thinkj smoke --model smollm2 --only online      # needs the earlier stages' artifacts in the run
 
 Starts from the SFT-initialised judge (``models["init"]``) when the offline stages ran, else from the base model;
-trains on ``rl_pairs`` when the data-selection stages made them, else on ``train_pairs``. Registers
+trains on the seed set's ``rl_pairs`` or, with ``plan.online_data = "train_pairs"``, on the whole label-only training
+set (the paper optimises on a larger preference set with LIMJ707 mixed in). Registers
 ``models["online"]`` and writes ``online/curves.png``. verl is the cluster engine; the CPU demo uses TRL.
 """
 
@@ -18,10 +19,13 @@ def online(ctx) -> dict[str, Any]:
     plan = ctx.plan
     models = ctx.artifacts.setdefault("models", {})
     start = models.get("init") or models.get("base") or ctx.artifacts["base_model"]
-    data = ctx.artifacts.get("rl_pairs") or ctx.artifacts["train_pairs"]
+    if plan.online_data not in ("seed_set", "train_pairs"):
+        raise ValueError(f"plan.online_data must be 'seed_set' or 'train_pairs', got {plan.online_data!r}")
+    data = ctx.artifacts["train_pairs"] if plan.online_data == "train_pairs" else \
+        ctx.artifacts.get("rl_pairs") or ctx.artifacts["train_pairs"]
     out = ctx.stage("online")
     summary = run_trl_grpo(GRPORun(
-        model=str(start), data=str(data), out_dir=str(out), preset="thinkj_qwen", steps=plan.online_steps,
+        model=str(start), data=str(data), out_dir=str(out), preset="thinkj_qwen", template=plan.template, steps=plan.online_steps,
         learning_rate=plan.online_lr, beta=plan.online_beta, num_generations=plan.online_generations,
         prompts_per_step=plan.online_prompts_per_step, max_completion_length=plan.online_max_completion,
         max_rows=plan.online_max_rows, seed=ctx.seed, save_steps=plan.online_steps, device="cpu"))

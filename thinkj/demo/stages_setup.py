@@ -50,6 +50,6 @@ def judge_base(ctx) -> dict[str, Any]:
 
     backend = make_backend("hf", str(ctx.artifacts["base_model"]), batch_size=32)
     pairs = load_pairs(ctx.artifacts["test_pairs"])[:ctx.plan.base_preview]
-    records = judge_both_orders(backend, pairs, "judge_strength_v2", SamplingParams(max_new_tokens=32))
+    records = judge_both_orders(backend, pairs, ctx.plan.template, SamplingParams(max_new_tokens=32))
     write_jsonl(ctx.stage("judge_base") / "judgments.jsonl", records)
     return accuracy_summary(records)

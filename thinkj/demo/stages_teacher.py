@@ -41,7 +41,8 @@ def seed_set(ctx) -> dict[str, Any]:
     from thinkj.data.table1 import table1_counts
 
     out = ctx.stage("seed_set")
-    summary = run_seed_set(ctx.artifacts["clipped_traces"], out)
+    summary = run_seed_set(ctx.artifacts["clipped_traces"], out, template=ctx.plan.template,
+                           critic_template=ctx.plan.critic_template)
     ctx.artifacts["lf_dataset_dir"] = out
     ctx.artifacts["rl_parquet"] = out / "rl.parquet"
     ctx.artifacts["rl_pairs"] = out / "rl_pairs.jsonl"

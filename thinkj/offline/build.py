@@ -42,21 +42,23 @@ def build_critic_pairs(pairs: str | Path | list[PreferencePair], judge_model: st
                        out_dir: str | Path, *, backend: Backend = "hf", dataset: str = DPO_DATASET, limit: int | None = None,
                        orders: tuple[str, ...] = ("original",), max_new_tokens: int = 1024,
                        critic_samples: int = 1, critic_temperature: float = 0.0, seed: int = 0,
-                       backend_kwargs: dict[str, Any] | None = None) -> dict[str, Any]:
+                       backend_kwargs: dict[str, Any] | None = None, judge_template: str = JUDGE_TEMPLATE,
+                       critic_template: str = CRITIC_TEMPLATE) -> dict[str, Any]:
     """Judge + critic inference, pairing, and the LlamaFactory dataset in ``out_dir``; returns the summary."""
     out = Path(out_dir)
     cache = ResultCache(out / "cache.sqlite")
     kwargs = backend_kwargs or {}
-    judge = cached_backend(backend, judge_model, cache, JUDGE_TEMPLATE, **kwargs)
+    judge = cached_backend(backend, judge_model, cache, judge_template, **kwargs)
     if str(critic_model) == str(judge_model):  # one model in both roles is loaded once
-        critic = CachedBackend(judge.backend, cache, tag=CRITIC_TEMPLATE)
+        critic = CachedBackend(judge.backend, cache, tag=critic_template)
     else:
-        critic = cached_backend(backend, critic_model, cache, CRITIC_TEMPLATE, **kwargs)
+        critic = cached_backend(backend, critic_model, cache, critic_template, **kwargs)
     result = critic_guided_pairs(
         _load(pairs, limit), judge, critic, orders=orders,
         judge_params=SamplingParams(temperature=0.0, max_new_tokens=max_new_tokens, seed=seed),
         critic_params=SamplingParams(temperature=critic_temperature, max_new_tokens=max_new_tokens,
-                                     n=critic_samples, seed=seed))
+                                     n=critic_samples, seed=seed),
+        judge_template=judge_template, critic_template=critic_template)
     summary = result.write(out, dataset)
     summary["cache"] = {"hits": judge.hits + critic.hits, "generated": judge.misses + critic.misses}
     (out / "summary.json").write_text(json.dumps(summary, indent=1))
