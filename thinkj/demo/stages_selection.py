@@ -18,8 +18,8 @@ def difficulty(ctx) -> dict[str, Any]:
     out = ctx.stage("difficulty") / "kept.jsonl"
     summary = run_difficulty(ctx.artifacts["train_pairs"], out, model=str(ctx.artifacts["base_model"]), backend="hf",
                              k=plan.difficulty_k, temperature=1.0, max_new_tokens=plan.difficulty_max_new_tokens,
-                             seed=ctx.seed, template=plan.template, backend_kwargs={"batch_size": plan.difficulty_batch}, chunk=128,
-                             limit=plan.difficulty_pairs)
+                             seed=ctx.seed, template=plan.template, backend_kwargs={"batch_size": plan.difficulty_batch},
+                             chunk=128, limit=plan.difficulty_pairs)
     ctx.artifacts["selected_pairs"] = out
     return {k: summary[k] for k in ("n_in", "n_out", "k", "unparsable_samples", "failure_histogram", "cache")}
 
