@@ -99,10 +99,10 @@ PLANS.add("smollm2", DemoPlan(
     difficulty_pairs=40, difficulty_k=3, difficulty_max_new_tokens=8, difficulty_batch=20,
     dedup_threshold=0.95,
     sft_steps=16, critic_steps=8, sft_batch=4, sft_lr=5e-5, sft_scheduler="cosine", sft_warmup=2, cutoff_len=512,
-    # offline and online learning read the label-only training pairs beyond the traced seed set, as the paper's
-    # optimisation stage reads preference data beyond LIMJ707
-    pair_limit=32, pair_max_new_tokens=96, pair_batch=16,
-    dpo_steps=12, dpo_batch=2, dpo_lr=5e-5,
+    pair_limit=16, pair_max_new_tokens=96, pair_batch=16,
+    dpo_steps=4, dpo_batch=2, dpo_lr=1e-5,
+    # GRPO samples its prompts from the whole label-only training set (the seed set's pairs among them), as the
+    # paper's online stage reads preference data beyond LIMJ707
     online_steps=3, online_lr=5e-6, online_generations=4, online_prompts_per_step=2, online_max_completion=96,
     online_max_rows=256, online_data="train_pairs",
     eval_pairs=30, eval_max_new_tokens=96, eval_batch=20, rmbench_items=0, autoj_items=0,
