@@ -67,3 +67,13 @@ def test_summary_metrics_and_checks():
             "offline": {"accuracy": 55, "accuracy_ci95": [45, 65], "pair_accuracy": 61}}
     assert learning_checks(rows) == {"init_above_base": True, "best_trained": "offline", "best_above_init": False,
                                      "best_pair_accuracy_at_least_60": True}
+
+
+def test_every_demo_plan_names_a_judge_and_a_critic_template_and_a_known_online_data():
+    from thinkj.demo.plans import PLANS
+
+    for name in PLANS:
+        plan = PLANS[name]
+        assert get_template(plan.template).kind == "judge", name
+        assert get_template(plan.critic_template).kind == "critic", name
+        assert plan.online_data in ("seed_set", "train_pairs"), name
