@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -60,3 +61,13 @@ def test_synthetic_is_balanced_and_deterministic():
     pairs = make_pairs(100, seed=1)
     assert sum(p.label == "a" for p in pairs) == 50
     assert pairs == make_pairs(100, seed=1) and pairs != make_pairs(100, seed=2)
+
+
+def test_write_json_replaces_the_file_whole_and_leaves_no_temp_file(tmp_path):
+    from thinkj.records import write_json
+
+    path = tmp_path / "sub" / "x.summary.json"
+    write_json(path, {"n_in": 3, "where": Path("a/b"), "text": "é"})
+    write_json(path, {"n_in": 4})
+    assert json.loads(path.read_text(encoding="utf-8")) == {"n_in": 4}
+    assert [p.name for p in path.parent.iterdir()] == ["x.summary.json"]

@@ -176,6 +176,16 @@ def iter_pairs(path: str | os.PathLike, *, skip_invalid: bool = False,
         yield pair
 
 
+def write_json(path: str | os.PathLike, document: Any) -> Path:
+    """Write one JSON document atomically (temp file + rename): a reader never sees half a summary."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(path.suffix + ".tmp")
+    tmp.write_text(json.dumps(document, indent=1, ensure_ascii=False, default=str) + "\n", encoding="utf-8")
+    os.replace(tmp, path)
+    return path
+
+
 def write_jsonl(path: str | os.PathLike, rows: Iterable[Any]) -> int:
     """Write rows atomically (temp file + rename) so a crash never leaves half a file behind."""
     path = Path(path)

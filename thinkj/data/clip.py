@@ -13,7 +13,6 @@ Output: ``out`` (JSONL: ``pair``, ``explanation``, ``target``, ``verdict``, ``st
 
 from __future__ import annotations
 
-import json
 import os
 import re
 from collections.abc import Callable
@@ -26,7 +25,7 @@ from thinkj.checks import check_distinct_paths
 from thinkj.data.traces import trace_pair
 from thinkj.errors import ThinkJError
 from thinkj.prompts import judge_output
-from thinkj.records import RecordError, read_jsonl, write_jsonl
+from thinkj.records import RecordError, read_jsonl, write_json, write_jsonl
 
 # Where the final verdict sentence starts: the last "Therefore, Response (x)" (any case, optional bold), else
 # the last line. This only splits text; the verdict itself was parsed by thinkj.verdict in the traces stage.
@@ -103,5 +102,5 @@ def run_clip(traces_path: str | os.PathLike, out_path: str | os.PathLike, *, tok
                "dropped_empty_explanation": empty, "dropped_no_strength": no_strength, "length_unit": unit,
                "length_before": length_stats(count(full_texts)), "length_after": length_stats(count(targets))}
     out_path.parent.mkdir(parents=True, exist_ok=True)
-    out_path.with_suffix(".summary.json").write_text(json.dumps(summary, indent=1))
+    write_json(out_path.with_suffix(".summary.json"), summary)
     return summary

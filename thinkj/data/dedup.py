@@ -27,6 +27,7 @@ import numpy as np
 
 from thinkj.errors import ThinkJError
 from thinkj.progress import progress_bar
+from thinkj.records import write_json
 
 DEFAULT_BLOCK = 1024  # rows per block: large enough for efficient BLAS, small enough for a cheap in-block pass
 DEFAULT_CHUNK = 8192  # kept rows per product: caps the block x chunk similarity buffer at 32 MB (float32)
@@ -176,5 +177,5 @@ def run_dedup(in_path: str | os.PathLike, out_path: str | os.PathLike, *, thresh
     summary = {"stage": "dedup", "input": str(in_path), "output": str(out_path), "n_in": len(pairs), "n_out": int(kept.size),
                "removed": len(pairs) - int(kept.size), "threshold": threshold, **{k: meta[k] for k in ("model", "prompt")},
                "text_field": text_field, "removed_ids": [p.id for i, p in enumerate(pairs) if i not in kept_set][:1000]}
-    Path(summary_path or out_path.with_suffix(".summary.json")).write_text(json.dumps(summary, indent=1))
+    write_json(summary_path or out_path.with_suffix(".summary.json"), summary)
     return summary

@@ -18,7 +18,6 @@ budget exceeds the judge's context is not judged, not kept, and counted (``too_l
 
 from __future__ import annotations
 
-import json
 import os
 from collections import Counter
 from pathlib import Path
@@ -29,7 +28,7 @@ from thinkj.inference.cache import CachedBackend, ResultCache
 from thinkj.inference.context import PromptBudget, budget_for_backend
 from thinkj.progress import progress_bar
 from thinkj.prompts import get_template
-from thinkj.records import PreferencePair, load_pairs, write_jsonl
+from thinkj.records import PreferencePair, load_pairs, write_json, write_jsonl
 from thinkj.verdict import parse_verdict
 
 DEFAULT_CHUNK = 64  # pairs per generate call: each finished chunk is in the cache before the next starts
@@ -138,5 +137,5 @@ def run_difficulty(in_path: str | os.PathLike, out_path: str | os.PathLike, *, m
         "cache": {"hits": cached.hits, "generated": cached.misses},
         "failures_per_pair": failures,
     }
-    Path(out_path.with_suffix(".summary.json")).write_text(json.dumps(summary, indent=1))
+    write_json(out_path.with_suffix(".summary.json"), summary)
     return summary

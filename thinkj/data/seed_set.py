@@ -16,7 +16,6 @@ leaves no half-made seed set behind.
 
 from __future__ import annotations
 
-import json
 import os
 from pathlib import Path
 from typing import Any
@@ -27,7 +26,7 @@ from thinkj.errors import ThinkJError
 from thinkj.export.llamafactory import write_sft_dataset
 from thinkj.export.verl import write_verl_parquet
 from thinkj.prompts import get_template
-from thinkj.records import RecordError, load_pairs, read_jsonl, write_jsonl
+from thinkj.records import RecordError, load_pairs, read_jsonl, write_json, write_jsonl
 
 JUDGE_DATASET, CRITIC_DATASET = "thinkj_judge_sft", "thinkj_critic_sft"
 
@@ -68,5 +67,5 @@ def run_seed_set(clipped_path: str | os.PathLike, out_dir: str | os.PathLike, *,
                "templates": {"judge": template, "critic": critic_template},
                "rl_pairs": str(rl_jsonl), "rl_parquet": str(out / "rl.parquet"), "rl_rows": verl["rows"],
                "rl_skipped_tie": verl["skipped_tie"], "rl_source": str(rl_pairs or clipped_path)}
-    (out / "seed_set.summary.json").write_text(json.dumps(summary, indent=1))
+    write_json(out / "seed_set.summary.json", summary)
     return summary

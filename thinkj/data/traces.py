@@ -19,7 +19,6 @@ the pipeline does not mark the stage done; a rerun asks the teacher only for the
 
 from __future__ import annotations
 
-import json
 import os
 from collections import Counter
 from pathlib import Path
@@ -31,7 +30,7 @@ from thinkj.inference.base import SamplingParams
 from thinkj.inference.cache import ResultCache
 from thinkj.inference.http_client import ChatResult, OpenAIChatBackend
 from thinkj.prompts import get_template
-from thinkj.records import PreferencePair, RecordError, load_pairs, write_jsonl
+from thinkj.records import PreferencePair, RecordError, load_pairs, write_json, write_jsonl
 from thinkj.verdict import parse_verdict
 
 
@@ -103,7 +102,7 @@ def run_traces(pairs_path: str | os.PathLike, out_path: str | os.PathLike, *, mo
         "usage": counts["usage"], "cache": str(cache.path),
     }
     cache.close()
-    out_path.with_suffix(".summary.json").write_text(json.dumps(summary, indent=1))
+    write_json(out_path.with_suffix(".summary.json"), summary)
     failed = summary["failed_calls"]
     if failed:
         first = next(r.error for r in results if not r.ok)

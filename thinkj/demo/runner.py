@@ -26,6 +26,7 @@ from typing import Any
 
 from thinkj.demo.plans import PLANS, DemoPlan
 from thinkj.paths import stage_dir
+from thinkj.records import write_json
 
 # (order, stage name, "module:function"), run by ascending order.
 STAGES: list[tuple[int, str, str]] = [
@@ -162,14 +163,13 @@ def run_demo(run_dir: Path, seed: int = 0, model: str = "smollm2", only: list[st
     record = {"model": plan.model, "seed": seed, "stages": ctx.summaries, "seconds": ctx.timings,
               "cpu_seconds": ctx.cpu_seconds, "total_seconds": round(sum(ctx.timings.values()), 1),
               "total_cpu_seconds": round(sum(ctx.cpu_seconds.values()), 1), "load_average": os.getloadavg()}
-    (ctx.run_dir / "demo_stages.json").write_text(json.dumps(record, indent=1, default=str))
+    write_json(ctx.run_dir / "demo_stages.json", record)
     if "summary" in ctx.artifacts:
         # the timings of this run, including the summary stage itself
         ctx.artifacts["summary"]["stage_seconds"] = dict(ctx.timings)
         ctx.artifacts["summary"]["stage_cpu_seconds"] = dict(ctx.cpu_seconds)
         ctx.artifacts["summary"]["load_average_at_end"] = [round(x, 2) for x in os.getloadavg()]
-        (ctx.run_dir / "summary.json").write_text(json.dumps(ctx.artifacts["summary"], indent=1, ensure_ascii=False)
-                                                   + "\n")
+        write_json(ctx.run_dir / "summary.json", ctx.artifacts["summary"])
         print_results(ctx.artifacts["summary"])
     print(f"\nstage time {record['total_seconds']:.0f} s wall, {record['total_cpu_seconds']:.0f} s CPU "
           f"(load average now {os.getloadavg()[0]:.1f}); engine logs: {logs}/<stage>.log; "

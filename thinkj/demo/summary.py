@@ -12,13 +12,12 @@ computed from the judgment records the evaluation stage wrote (held-out pairs, b
 
 from __future__ import annotations
 
-import json
 import subprocess
 from pathlib import Path
 from typing import Any
 
 from thinkj.paths import PROJECT_ROOT
-from thinkj.records import read_jsonl
+from thinkj.records import read_jsonl, write_json
 from thinkj.stats import wilson_interval
 
 ROWS = ("base", "init", "offline", "online")
@@ -107,6 +106,6 @@ def summary(ctx) -> dict[str, Any]:
                 "stage_cpu_seconds": dict(ctx.cpu_seconds),
                 "git_commit": git_commit()}
     # summary.json sits at the run's top: runs/demo/summary.json
-    (ctx.run_dir / "summary.json").write_text(json.dumps(document, indent=1, ensure_ascii=False) + "\n")
+    write_json(ctx.run_dir / "summary.json", document)
     ctx.artifacts["summary"] = document
     return {"rows": {r: m["accuracy"] for r, m in rows.items()}, "checks": checks}

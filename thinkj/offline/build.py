@@ -11,7 +11,6 @@ directory, so an interrupted build resumes and a finished one reruns for free.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -19,7 +18,7 @@ from typing import Any
 from thinkj.inference import InferenceBackend, SamplingParams, make_backend
 from thinkj.inference.cache import CachedBackend, ResultCache
 from thinkj.offline.critic_pairs import CRITIC_TEMPLATE, JUDGE_TEMPLATE, critic_guided_pairs, sampling_pairs
-from thinkj.records import PreferencePair, load_pairs
+from thinkj.records import PreferencePair, load_pairs, write_json
 
 Backend = str | Callable[..., InferenceBackend]  # a registered backend name, or a factory (model_path, **kw)
 
@@ -61,7 +60,7 @@ def build_critic_pairs(pairs: str | Path | list[PreferencePair], judge_model: st
         judge_template=judge_template, critic_template=critic_template)
     summary = result.write(out, dataset)
     summary["cache"] = {"hits": judge.hits + critic.hits, "generated": judge.misses + critic.misses}
-    (out / "summary.json").write_text(json.dumps(summary, indent=1))
+    write_json(out / "summary.json", summary)
     cache.close()
     return summary
 
@@ -103,5 +102,5 @@ def build_baseline_data(pairs: str | Path | list[PreferencePair], out_dir: str |
         summary["thinkj_rs_sft"] = write_sft_dataset(out, "thinkj_rs_sft", examples)
         summary["rejection_sampling"] = counts
         cache.close()
-    (out / "summary.json").write_text(json.dumps(summary, indent=1))
+    write_json(out / "summary.json", summary)
     return summary

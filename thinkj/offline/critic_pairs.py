@@ -24,7 +24,6 @@ paired with a wrong one from the same view.
 
 from __future__ import annotations
 
-import json
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -34,7 +33,7 @@ from thinkj.errors import ThinkJError
 from thinkj.export.llamafactory import write_preference_dataset
 from thinkj.inference.base import InferenceBackend, Messages, SamplingParams
 from thinkj.prompts import get_template
-from thinkj.records import PreferencePair, write_jsonl
+from thinkj.records import PreferencePair, write_json, write_jsonl
 from thinkj.verdict import parse_verdict
 
 JUDGE_TEMPLATE = "judge_strength_v2"
@@ -61,7 +60,7 @@ class PairSet:
         write_preference_dataset(out, name, self.examples)
         write_jsonl(out / "pairs_log.jsonl", self.log)
         summary = {"dataset": name, "dataset_dir": str(out), **self.summary()}
-        (out / "summary.json").write_text(json.dumps(summary, indent=1))
+        write_json(out / "summary.json", summary)
         return summary
 
 
