@@ -438,3 +438,20 @@ def test_shell_launchers_print_commands_verl_accepts(tmp_path, monkeypatch):
     args = parse_args()
     assert (args.operation, args.backend, args.local_dir, args.target_dir) == ("merge", "fsdp", "ck/global_step_5/actor",
                                                                               str(tmp_path / "hf"))
+
+
+def test_a_catalog_model_name_becomes_its_converted_folder(tmp_path, monkeypatch):
+    """``--model smollm2`` means the cache folder `thinkj models fetch` made, as for LlamaFactory, TRL and vLLM."""
+    from thinkj.errors import ThinkJError
+    from thinkj.models.catalog import DONE_MARKER, model_dir
+
+    monkeypatch.setenv("THINKJ_CACHE", str(tmp_path / "cache"))
+    monkeypatch.chdir(tmp_path)
+    spec = VerlLaunch(algo="grpo", model="smollm2", train_files="t.parquet")
+    with pytest.raises(ThinkJError, match="thinkj models fetch smollm2"):
+        build_command(spec)
+    folder = model_dir("smollm2")
+    folder.mkdir(parents=True)
+    (folder / DONE_MARKER).write_text("{}")
+    argv, _ = build_command(spec)
+    assert f"actor_rollout_ref.model.path={folder}" in argv

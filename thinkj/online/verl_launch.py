@@ -88,7 +88,10 @@ def build_command(spec: VerlLaunch) -> tuple[list[str], dict[str, str]]:
     on_cpu = spec.device == "cpu"
     experiment = spec.experiment_name or f"thinkj_{ALGOS[spec.algo]}"
     kwargs = "reward.custom_reward_function.reward_kwargs"
-    model, train, val = spec.model, spec.train_files, spec.val_files or spec.train_files
+    from thinkj.models.catalog import resolve_model
+
+    # a catalog name (``smollm2``) means its converted folder in the cache, as for every other engine
+    model, train, val = resolve_model(spec.model), spec.train_files, spec.val_files or spec.train_files
     if on_cpu:  # one machine: local paths made absolute (a cluster job keeps them as given, for its own nodes)
         model, train, val = (_local(p) for p in (model, train, val))
     argv = [spec.python, "-m", "verl.trainer.main_ppo", "--config-path", str(config_dir), "--config-name", ALGOS[spec.algo],
@@ -136,9 +139,12 @@ def run(spec: VerlLaunch, dry_run: bool = False) -> int:
     if not spec.allow_think_tokens:
         from thinkj.online.think_check import think_problems, think_trap_message
 
-        problems = think_problems(spec.model)
+        from thinkj.models.catalog import resolve_model
+
+        model = resolve_model(spec.model)
+        problems = think_problems(model)
         if problems:
-            raise LaunchError(think_trap_message(spec.model, problems))
+            raise LaunchError(think_trap_message(model, problems))
     if spec.device == "gpu" and not os.environ.get("RAY_ADDRESS") and not gpu_available():
         raise LaunchError("this machine has no GPU and no Ray cluster (RAY_ADDRESS): run verl's trainer on the CPU "
                           "with --device cpu (DEVICE=cpu for scripts/train_verl.sh; tiny models, for checking), "
