@@ -137,9 +137,8 @@ def run(spec: VerlLaunch, dry_run: bool = False) -> int:
     if dry_run:
         return 0
     if not spec.allow_think_tokens:
-        from thinkj.online.think_check import think_problems, think_trap_message
-
         from thinkj.models.catalog import resolve_model
+        from thinkj.online.think_check import think_problems, think_trap_message
 
         model = resolve_model(spec.model)
         problems = think_problems(model)
