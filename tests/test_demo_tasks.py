@@ -70,10 +70,10 @@ def test_summary_metrics_and_checks():
 
 
 def test_every_demo_plan_names_a_judge_and_a_critic_template_and_a_known_online_data():
-    from thinkj.demo.plans import PLANS
+    from thinkj.demo.plans import ONLINE_DATA, PLANS
 
     for name in PLANS:
         plan = PLANS[name]
         assert get_template(plan.template).kind == "judge", name
         assert get_template(plan.critic_template).kind == "critic", name
-        assert plan.online_data in ("seed_set", "train_pairs"), name
+        assert plan.online_data in ONLINE_DATA, name

@@ -39,6 +39,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from thinkj.errors import ThinkJError, exit_on_user_error
+from thinkj.records import write_json
 
 # name -> (default, what it is). Model-specific defaults come from the thin per-model scripts.
 DEFAULTS: dict[str, tuple[str, str]] = {
@@ -324,11 +325,7 @@ def write_record(stage: Stage) -> Path:
     """The stage's last act: its completion record (settings, command, counts), by temp file + rename."""
     record = {"stage": stage.name, "settings": stage.settings, "argv": stage.argv, "output": str(stage.output),
               "counts": _counts(stage.output), "finished": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
-    stage.record.parent.mkdir(parents=True, exist_ok=True)
-    tmp = stage.record.with_name(stage.record.name + ".tmp")
-    tmp.write_text(json.dumps(record, indent=1) + "\n", encoding="utf-8")
-    os.replace(tmp, stage.record)
-    return stage.record
+    return write_json(stage.record, record)
 
 
 def is_done(stage: Stage) -> bool:

@@ -176,12 +176,12 @@ def iter_pairs(path: str | os.PathLike, *, skip_invalid: bool = False,
         yield pair
 
 
-def write_json(path: str | os.PathLike, document: Any) -> Path:
+def write_json(path: str | os.PathLike, document: Any, *, indent: int = 1) -> Path:
     """Write one JSON document atomically (temp file + rename): a reader never sees half a summary."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_suffix(path.suffix + ".tmp")
-    tmp.write_text(json.dumps(document, indent=1, ensure_ascii=False, default=str) + "\n", encoding="utf-8")
+    tmp.write_text(json.dumps(document, indent=indent, ensure_ascii=False, default=str) + "\n", encoding="utf-8")
     os.replace(tmp, path)
     return path
 

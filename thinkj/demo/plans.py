@@ -12,7 +12,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from thinkj.errors import ThinkJError
 from thinkj.registry import Registry
+
+ONLINE_DATA = ("seed_set", "train_pairs")  # where the online stage's prompts come from (DemoPlan.online_data)
 
 
 @dataclass(frozen=True)
@@ -71,6 +74,10 @@ class DemoPlan:
     rmbench_items: int = 1
     autoj_items: int = 6
 
+
+    def __post_init__(self) -> None:
+        if self.online_data not in ONLINE_DATA:
+            raise ThinkJError(f"demo plan: online_data must be one of {ONLINE_DATA}, got {self.online_data!r}")
 
 PLANS: Registry[DemoPlan] = Registry("demo plan", {})
 

@@ -19,10 +19,9 @@ def online(ctx) -> dict[str, Any]:
     plan = ctx.plan
     models = ctx.artifacts.setdefault("models", {})
     start = models.get("init") or models.get("base") or ctx.artifacts["base_model"]
-    if plan.online_data not in ("seed_set", "train_pairs"):
-        raise ValueError(f"plan.online_data must be 'seed_set' or 'train_pairs', got {plan.online_data!r}")
-    data = ctx.artifacts["train_pairs"] if plan.online_data == "train_pairs" else \
-        ctx.artifacts.get("rl_pairs") or ctx.artifacts["train_pairs"]
+    data = ctx.artifacts["train_pairs"]
+    if plan.online_data == "seed_set":  # else "train_pairs" (DemoPlan checks the value)
+        data = ctx.artifacts.get("rl_pairs") or data
     out = ctx.stage("online")
     summary = run_trl_grpo(GRPORun(
         model=str(start), data=str(data), out_dir=str(out), preset="thinkj_qwen", template=plan.template, steps=plan.online_steps,

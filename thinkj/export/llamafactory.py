@@ -19,6 +19,7 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from thinkj.errors import ThinkJError
+from thinkj.records import write_json
 
 Messages = list[dict[str, str]]
 
@@ -35,18 +36,12 @@ def _register(out_dir: Path, name: str, entry: dict) -> None:
     info_path = out_dir / "dataset_info.json"
     info = json.loads(info_path.read_text()) if info_path.exists() else {}
     info[name] = entry
-    tmp = info_path.with_suffix(".json.tmp")
-    tmp.write_text(json.dumps(info, indent=2))
-    os.replace(tmp, info_path)
+    write_json(info_path, info, indent=2)
 
 
 def _write(out_dir: Path, name: str, rows: list[dict]) -> Path:
     out_dir.mkdir(parents=True, exist_ok=True)
-    path = out_dir / f"{name}.json"
-    tmp = path.with_suffix(".json.tmp")
-    tmp.write_text(json.dumps(rows, ensure_ascii=False, indent=0))
-    os.replace(tmp, path)
-    return path
+    return write_json(out_dir / f"{name}.json", rows, indent=0)
 
 
 def write_sft_dataset(out_dir: str | os.PathLike, name: str, examples: Iterable[tuple[Messages, str]]) -> int:

@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from thinkj.errors import ThinkJError, exit_on_user_error
+from thinkj.models.catalog import resolve_model
 from thinkj.online import verl_cpu
 from thinkj.paths import PROJECT_ROOT, cache_root
 from thinkj.rewards import get_preset
@@ -88,8 +89,6 @@ def build_command(spec: VerlLaunch) -> tuple[list[str], dict[str, str]]:
     on_cpu = spec.device == "cpu"
     experiment = spec.experiment_name or f"thinkj_{ALGOS[spec.algo]}"
     kwargs = "reward.custom_reward_function.reward_kwargs"
-    from thinkj.models.catalog import resolve_model
-
     # a catalog name (``smollm2``) means its converted folder in the cache, as for every other engine
     model, train, val = resolve_model(spec.model), spec.train_files, spec.val_files or spec.train_files
     if on_cpu:  # one machine: local paths made absolute (a cluster job keeps them as given, for its own nodes)
@@ -137,7 +136,6 @@ def run(spec: VerlLaunch, dry_run: bool = False) -> int:
     if dry_run:
         return 0
     if not spec.allow_think_tokens:
-        from thinkj.models.catalog import resolve_model
         from thinkj.online.think_check import think_problems, think_trap_message
 
         model = resolve_model(spec.model)
