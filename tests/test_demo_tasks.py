@@ -77,3 +77,18 @@ def test_every_demo_plan_names_a_judge_and_a_critic_template_and_a_known_online_
         assert get_template(plan.template).kind == "judge", name
         assert get_template(plan.critic_template).kind == "critic", name
         assert plan.online_data in ONLINE_DATA, name
+
+
+def test_plan_overrides_are_typed_and_named():
+    import pytest
+
+    from thinkj.demo.plans import PLANS, with_overrides
+    from thinkj.errors import ThinkJError
+
+    plan = with_overrides(PLANS["smollm2"], ["dpo_steps=16", "dpo_lr=1e-4", "cpu_bf16=false", "difficulty_pairs=null"])
+    assert (plan.dpo_steps, plan.dpo_lr, plan.cpu_bf16, plan.difficulty_pairs) == (16, 1e-4, False, None)
+    assert with_overrides(plan, ["sft_lr=1"]).sft_lr == 1.0 and isinstance(with_overrides(plan, ["sft_lr=1"]).sft_lr,
+                                                                              float)
+    for bad in (["dpo_step=16"], ["dpo_steps=1.5"], ["cpu_bf16=1"], ["template=3"], ["online_data=web"]):
+        with pytest.raises(ThinkJError):
+            with_overrides(plan, bad)

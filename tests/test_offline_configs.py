@@ -129,6 +129,17 @@ def test_cpu_plan_is_fp32_without_deepspeed(tmp_path):
     assert for_cpu(stage_yaml("dpo"))["flash_attn"] == "sdpa"
 
 
+def test_cpu_bf16_only_when_asked_and_supported(tmp_path):
+    from thinkj.train.config import cpu_has_bf16
+
+    paper = stage_yaml("judge_sft")  # bf16 on GPU, as in the paper
+    assert paper.get("bf16") and for_cpu(paper)["bf16"] is False
+    assert for_cpu({**paper, "pure_bf16": True}, bf16=True)["pure_bf16"] is False  # master weights stay fp32
+    assert for_cpu(paper, bf16=True)["bf16"] is cpu_has_bf16()
+    plan = plan_stage("sft", "judge_sft", profile="tiny", run_dir=tmp_path, device="cpu", cpu_bf16=True)
+    assert plan.config["bf16"] is cpu_has_bf16() and plan.config["use_cpu"]
+
+
 def test_gpu_plan_builds_the_torchrun_command(tmp_path, monkeypatch):
     for key, value in {"NNODES": "2", "NODE_RANK": "1", "MASTER_ADDR": "10.0.0.1", "MASTER_PORT": "29500",
                        "NPROC_PER_NODE": "8"}.items():

@@ -4,6 +4,7 @@ import hashlib
 
 from thinkj.demo.tiny_task import make_pairs
 from thinkj.inference import SamplingParams, make_backend
+from thinkj.inference.hf import MIN_SHARED_PREFIX, shared_prefix_length
 from thinkj.judging import accuracy_summary, judge_both_orders
 from thinkj.prompts import get_template, list_templates
 from thinkj.tiny_model import build_tiny_model
@@ -56,3 +57,25 @@ def test_every_template_renders():
     for name in list_templates():
         msgs = get_template(name).render(pair, "a", 2)
         assert msgs[-1]["role"] == "user" and pair.response_a in msgs[-1]["content"]
+
+
+def test_shared_prefix_length_leaves_each_row_a_token():
+    assert shared_prefix_length([[1, 2, 3, 4], [1, 2, 3, 5], [1, 2, 7]]) == 2
+    assert shared_prefix_length([[1, 2, 3], [1, 2, 3]]) == 2  # identical rows: the last token is still fed
+    assert shared_prefix_length([[5], [5, 6]]) == 0 and shared_prefix_length([]) == 0
+
+
+def test_prefix_cache_gives_the_uncached_outputs(tiny_model_dir):
+    pairs = make_pairs(5, seed=3)
+    template = get_template("judge_strength_v2")
+    prompts = [template.render(p) for p in pairs] + [template.render(p.swapped()) for p in pairs]
+    cached = make_backend("hf", str(tiny_model_dir), batch_size=4)
+    plain = make_backend("hf", str(tiny_model_dir), batch_size=4, prefix_cache=False)
+    texts = [cached.tokenizer.apply_chat_template(c, tokenize=False, add_generation_prompt=True) for c in prompts]
+    rows = [cached.tokenizer(t, add_special_tokens=False)["input_ids"] for t in texts]
+    assert shared_prefix_length(rows) >= MIN_SHARED_PREFIX  # the cached path is the one exercised
+    greedy = SamplingParams(max_new_tokens=12)
+    assert cached.generate(prompts, greedy) == plain.generate(prompts, greedy)
+    sampled = cached.generate(prompts[:3], SamplingParams(max_new_tokens=6, n=3, temperature=1.0, seed=1))
+    assert [len(s) for s in sampled] == [3, 3, 3]
+    assert sampled == cached.generate(prompts[:3], SamplingParams(max_new_tokens=6, n=3, temperature=1.0, seed=1))

@@ -50,13 +50,15 @@ def smoke(model: str = typer.Option("smollm2", help="smollm2 (SmolLM2-135M-Instr
           run_dir: Path = typer.Option(None, help="where every stage writes its outputs (default: runs/demo or runs/demo-tiny)"),
           seed: int = typer.Option(0),
           only: list[str] = typer.Option(None, help="run only these stages (repeatable)"),
-          threads: int = typer.Option(None, help="torch threads (default: the plan's, 2); 1 is faster on a loaded machine")
+          threads: int = typer.Option(None, help="torch threads (default: the plan's, 2); 1 is faster on a loaded machine"),
+          set_: list[str] = typer.Option(None, "--set", help="change one field of the demo plan, e.g. --set dpo_steps=16 "
+                                         "(repeatable; fields: thinkj/demo/plans.py)")
           ) -> None:
     """Run the whole method on a small model on CPU (the demo): one line per stage, then the table."""
     from thinkj.demo.runner import run_demo
 
     run_demo(run_dir or Path("runs/demo" if model != "tiny" else "runs/demo-tiny"), seed=seed, model=model,
-             only=only or None, threads=threads)
+             only=only or None, threads=threads, overrides=set_ or None)
 
 
 @app.command()

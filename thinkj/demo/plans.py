@@ -46,6 +46,8 @@ class DemoPlan:
     sft_scheduler: str = "constant_with_warmup"
     sft_warmup: int = 4
     cutoff_len: int = 1024
+    # bf16 autocast for the LlamaFactory stages (SFT, DPO) where the CPU computes bf16 natively (for_cpu)
+    cpu_bf16: bool = False
     critic_wrong_side_every: int = 2
     # critic-guided pairs and DPO
     pair_limit: int = 128
@@ -81,6 +83,38 @@ class DemoPlan:
 
 PLANS: Registry[DemoPlan] = Registry("demo plan", {})
 
+
+def _fits(current: Any, value: Any) -> bool:
+    """Whether an override ``value`` has the type of the plan's ``current`` value (an int is a fine float)."""
+    if current is None or value is None:
+        return True  # optional fields (difficulty_pairs=None means all)
+    if isinstance(current, bool) or isinstance(value, bool):
+        return isinstance(current, bool) and isinstance(value, bool)
+    if isinstance(current, float):
+        return isinstance(value, (int, float))
+    return isinstance(value, type(current))
+
+
+def with_overrides(plan: DemoPlan, items: list[str]) -> DemoPlan:
+    """``plan`` with ``field=value`` items applied (``thinkj smoke --set dpo_steps=16``), each value parsed as YAML
+    and checked against the field's type, so a sweep changes one budget without editing this file."""
+    from dataclasses import fields, replace
+
+    from thinkj.train.config import parse_overrides
+
+    known = {f.name for f in fields(DemoPlan)}
+    changes = parse_overrides(items)
+    for key, value in changes.items():
+        if key not in known:
+            raise ThinkJError(f"demo plan: unknown field {key!r} in --set; fields: {', '.join(sorted(known))}")
+        current = getattr(plan, key)
+        if not _fits(current, value):
+            raise ThinkJError(f"demo plan: --set {key}={value!r}: expected a {type(current).__name__} "
+                              f"like the plan's {current!r}")
+        if isinstance(current, float):
+            changes[key] = float(value)
+    return replace(plan, **changes)
+
 # The tiny model starts from random weights, hence learning rates far above the paper's (Table 10 is for 7B models).
 # Measured (seed 0, 48 training comparisons for the pairs):
 #   30 steps x 4 at 3e-3, cosine   -> no well-formed judge answer, no critic-guided pair
@@ -107,7 +141,8 @@ PLANS.add("smollm2", DemoPlan(
     # zero-shot the base model writes no verdict within 8 tokens, so the filter keeps (nearly) all: it runs the stage
     difficulty_pairs=40, difficulty_k=3, difficulty_max_new_tokens=8, difficulty_batch=20,
     dedup_threshold=0.95,
-    sft_steps=16, critic_steps=8, sft_batch=4, sft_lr=5e-5, sft_scheduler="cosine", sft_warmup=2, cutoff_len=512,
+    sft_steps=16, critic_steps=16, sft_batch=4, sft_lr=5e-5, sft_scheduler="cosine", sft_warmup=2, cutoff_len=512,
+    cpu_bf16=True,
     pair_limit=16, pair_max_new_tokens=96, pair_batch=16,
     dpo_steps=4, dpo_batch=2, dpo_lr=1e-5,
     # GRPO samples its prompts from the whole label-only training set (the seed set's pairs among them), as the

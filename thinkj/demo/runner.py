@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from thinkj.demo.plans import PLANS, DemoPlan
+from thinkj.demo.plans import PLANS, DemoPlan, with_overrides
 from thinkj.paths import stage_dir
 from thinkj.records import write_json
 
@@ -129,11 +129,12 @@ def _brief(name: str, summary: dict[str, Any]) -> str:
 
 
 def run_demo(run_dir: Path, seed: int = 0, model: str = "smollm2", only: list[str] | None = None,
-             threads: int | None = None) -> DemoContext:
-    """Run the stages; ``threads`` overrides the plan's thread count (1 is faster on a machine other jobs load)."""
+             threads: int | None = None, overrides: list[str] | None = None) -> DemoContext:
+    """Run the stages; ``threads`` overrides the plan's thread count (1 is faster on a machine other jobs load),
+    ``overrides`` (``["dpo_steps=16"]``) any other field of the plan."""
     from dataclasses import replace
 
-    plan = PLANS.lookup(model)
+    plan = with_overrides(PLANS.lookup(model), overrides or [])
     if threads:
         plan = replace(plan, threads=threads)
     fix_threads(plan.threads)

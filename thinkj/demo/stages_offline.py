@@ -81,7 +81,7 @@ def sft(ctx) -> dict[str, Any]:
     summary: dict[str, Any] = {"data": source}
     for name, role, steps in (("judge_sft", "init", plan.sft_steps), ("critic_sft", "critic", plan.critic_steps)):
         out = run_stage("sft", name, profile=plan.profile, overrides={**common, **data[name], "max_steps": steps},
-                        run_dir=ctx.stage("sft"), device="cpu")
+                        run_dir=ctx.stage("sft"), device="cpu", cpu_bf16=plan.cpu_bf16)
         models[role] = out
         summary[name] = _train_metrics(out)
     # The critic is not a judge: evaluation stages that walk ctx.artifacts["models"] may skip the "critic" entry.
@@ -142,7 +142,7 @@ def dpo(ctx) -> dict[str, Any]:
                  "per_device_train_batch_size": plan.dpo_batch, "learning_rate": plan.dpo_lr,
                  "pref_ftx": plan.dpo_sft_weight, "seed": ctx.seed}
     out = run_stage("dpo", "dpo", profile=plan.profile, overrides=overrides, run_dir=ctx.stage("dpo"), name="model",
-                    device="cpu")
+                    device="cpu", cpu_bf16=plan.cpu_bf16)
     models["offline"] = out
     state = json.loads((out / "trainer_state.json").read_text()) if (out / "trainer_state.json").exists() else {}
     logged = [e for e in state.get("log_history", []) if "loss" in e]

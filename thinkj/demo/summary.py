@@ -13,6 +13,7 @@ computed from the judgment records the evaluation stage wrote (held-out pairs, b
 from __future__ import annotations
 
 import subprocess
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
@@ -104,7 +105,7 @@ def summary(ctx) -> dict[str, Any]:
     document = {"model": ctx.plan.model, "task": ctx.plan.task, "seed": ctx.seed, "threads": ctx.plan.threads,
                 "rows": rows, "checks": checks, "example": example, "stage_seconds": dict(ctx.timings),
                 "stage_cpu_seconds": dict(ctx.cpu_seconds),
-                "git_commit": git_commit()}
+                "git_commit": git_commit(), "plan": asdict(ctx.plan)}
     # summary.json sits at the run's top: runs/demo/summary.json
     write_json(ctx.run_dir / "summary.json", document)
     ctx.artifacts["summary"] = document

@@ -184,15 +184,26 @@ def build_config(stage: str | os.PathLike, profile: str | os.PathLike | None = N
     return merged
 
 
-def for_cpu(config: dict[str, Any]) -> dict[str, Any]:
-    """The same run made CPU-safe: fp32, no DeepSpeed, no FlashAttention, single process.
+def cpu_has_bf16() -> bool:
+    """Whether this CPU computes bf16 natively (AVX512-BF16 or AMX), where mixed precision pays off."""
+    import torch
 
-    bf16 would need ``use_cpu`` and is slow without hardware support; DeepSpeed and flash-attn need CUDA.
+    return bool(torch.ops.mkldnn._is_mkldnn_bf16_supported())
+
+
+def for_cpu(config: dict[str, Any], *, bf16: bool = False) -> dict[str, Any]:
+    """The same run made CPU-safe: fp32 (or bf16 autocast), no DeepSpeed, no FlashAttention, single process.
+
+    ``bf16=True`` keeps fp32 master weights and autocasts matmuls to bf16 (LlamaFactory's ``bf16: true``). It is
+    honoured only where the CPU has native bf16: measured on a 2-core AVX512-BF16 EPYC, SmolLM2-135M SFT took 8.0 s
+    per step of 4 x ~270 tokens against 12.9 s in fp32; without hardware support bf16 is emulated and slower.
+    ``pure_bf16`` (bf16 master weights) stays off: small updates round away. DeepSpeed and flash-attn need CUDA.
     """
     cfg = dict(config)
-    for key in ("bf16", "fp16", "pure_bf16"):
+    for key in ("fp16", "pure_bf16"):
         if cfg.get(key):
             cfg[key] = False
+    cfg["bf16"] = bool(bf16 and cpu_has_bf16())
     cfg.pop("deepspeed", None)
     if cfg.get("flash_attn") in ("fa2", "fa3"):
         cfg["flash_attn"] = "sdpa"

@@ -24,6 +24,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import yaml
+
+from thinkj.records import write_json
 from thinkj.train.config import ConfigError, build_config, for_cpu, global_batch, save_config, set_global_batch
 from thinkj.train.untie import has_tied_embeddings, untied_copy
 
@@ -68,8 +71,12 @@ def _gpus_per_node() -> int:
 
 def plan_stage(kind: str, stage_config: str | os.PathLike, *, profile: str | None = None,
                overrides: Iterable[str] | dict[str, Any] = (), run_dir: str | os.PathLike = "runs/default",
-               name: str | None = None, device: str | None = None, global_batch_size: int | None = None) -> LaunchPlan:
-    """Merge and check the config, pick the output directory and the way to launch; runs nothing."""
+               name: str | None = None, device: str | None = None, global_batch_size: int | None = None,
+               cpu_bf16: bool = False) -> LaunchPlan:
+    """Merge and check the config, pick the output directory and the way to launch; runs nothing.
+
+    On CPU the run is fp32 unless ``cpu_bf16`` asks for bf16 autocast and the CPU has native bf16 (``for_cpu``).
+    """
     if kind not in STAGE_KINDS:
         raise ConfigError(f"unknown stage kind {kind!r}; one of {', '.join(STAGE_KINDS)}")
     config = build_config(stage_config, profile, overrides)
@@ -82,7 +89,7 @@ def plan_stage(kind: str, stage_config: str | os.PathLike, *, profile: str | Non
     config["output_dir"] = str(output_dir.resolve())
     device = device or detect_device()
     if device == "cpu":
-        config = for_cpu(config)
+        config = for_cpu(config, bf16=cpu_bf16)
         world_size = 1
     else:
         world_size = int(os.environ.get("NNODES", "1")) * _gpus_per_node()
@@ -111,12 +118,29 @@ def is_finished(output_dir: str | os.PathLike) -> bool:
     return (Path(output_dir) / DONE_FILE).exists()
 
 
+def _normalised(config: dict[str, Any]) -> Any:
+    """The config as it reads back from YAML, so a finished run's record compares equal to a fresh plan."""
+    return yaml.safe_load(yaml.safe_dump(config, sort_keys=True))
+
+
+def finished_with(output_dir: str | os.PathLike, config: dict[str, Any]) -> bool:
+    """Finished, and trained with exactly ``config`` (a run with other settings is stale, not a cache hit)."""
+    if not is_finished(output_dir):
+        return False
+    record = json.loads((Path(output_dir) / DONE_FILE).read_text())
+    return record.get("planned_config") == _normalised(config)
+
+
 def run_plan(plan: LaunchPlan, *, force: bool = False, dry_run: bool = False) -> Path:
     """Write the merged config, then train (in-process on CPU, torchrun on GPU). Returns output_dir."""
     out = plan.output_dir
-    if is_finished(out) and not force:
-        print(f"[thinkj train] {out} is finished ({DONE_FILE} present); pass --force to train again", file=sys.stderr)
+    if not force and finished_with(out, plan.config):
+        print(f"[thinkj train] {out} is finished with this config ({DONE_FILE}); pass --force to train again",
+              file=sys.stderr)
         return out
+    if not force and is_finished(out):
+        print(f"[thinkj train] {out} finished with another config: training again", file=sys.stderr)
+        force = True
     config = dict(plan.config)
     if force:
         config["overwrite_output_dir"] = True
@@ -145,18 +169,18 @@ def run_plan(plan: LaunchPlan, *, force: bool = False, dry_run: bool = False) ->
         result = subprocess.run(plan.command, env={**os.environ, **plan.env})
         if result.returncode != 0:
             raise RuntimeError(f"`{plan.shell()}` failed with exit code {result.returncode}")
-    (out / DONE_FILE).write_text(json.dumps({
+    write_json(out / DONE_FILE, {
         "kind": plan.kind, "device": plan.device, "world_size": plan.world_size,
         "seconds": round(time.monotonic() - start, 2), "command": plan.shell(),
-        "global_batch": global_batch(config, plan.world_size)}, indent=1))
+        "global_batch": global_batch(config, plan.world_size), "planned_config": _normalised(plan.config)})
     return out
 
 
 def run_stage(kind: str, stage_config: str | os.PathLike, *, profile: str | None = None,
               overrides: Iterable[str] | dict[str, Any] = (), run_dir: str | os.PathLike = "runs/default",
               name: str | None = None, device: str | None = None, global_batch_size: int | None = None,
-              force: bool = False, dry_run: bool = False) -> Path:
+              force: bool = False, dry_run: bool = False, cpu_bf16: bool = False) -> Path:
     """Plan and run one stage; returns its output directory (the trained model lives there)."""
     plan = plan_stage(kind, stage_config, profile=profile, overrides=overrides, run_dir=run_dir, name=name,
-                      device=device, global_batch_size=global_batch_size)
+                      device=device, global_batch_size=global_batch_size, cpu_bf16=cpu_bf16)
     return run_plan(plan, force=force, dry_run=dry_run)
