@@ -2,6 +2,7 @@
 
     python experiments/smollm2_sft_probe.py --name probe --n 64 --steps 32 --lr 1e-4
     python experiments/smollm2_sft_probe.py --name probe_ff --n 64 --steps 32 --lr 1e-4 --rationale fact_first
+    python experiments/smollm2_sft_probe.py --name probe_bf16 --n 64 --steps 32 --lr 1e-4 --bf16
 
 Writes ``n`` rule-based judge examples (the facts task's rationale + the right verdict) from the training entities,
 trains the judge with LlamaFactory SFT on CPU, then judges ``--eval`` held-out pairs in both orders (greedy) and
@@ -49,6 +50,7 @@ def main() -> None:
     ap.add_argument("--template", default="judge_strength_v2")
     ap.add_argument("--eval", type=int, default=30, help="held-out pairs, judged in both orders")
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--bf16", action="store_true", help="bf16 autocast where the CPU has native bf16 (for_cpu)")
     ap.add_argument("--out", default="runs/probe")
     args = ap.parse_args()
 
@@ -58,7 +60,8 @@ def main() -> None:
     pairs = fact_task.make_pairs(args.n, seed=args.seed, split="train")
     write_sft_dataset(out / "data", "probe_judge", synthetic_judge_examples(pairs, args.template,
                                                                             explain=RATIONALES[args.rationale]))
-    model = run_stage("sft", "judge_sft", profile="smollm2-135m-instruct", run_dir=out, device="cpu", overrides={
+    model = run_stage("sft", "judge_sft", profile="smollm2-135m-instruct", run_dir=out, device="cpu",
+                      cpu_bf16=args.bf16, overrides={
         "model_name_or_path": str(base), "dataset": "probe_judge", "dataset_dir": str(out / "data"),
         "max_steps": args.steps, "per_device_train_batch_size": args.batch, "learning_rate": args.lr,
         "lr_scheduler_type": args.scheduler, "warmup_steps": 2, "seed": args.seed, "save_strategy": "no",

@@ -129,12 +129,14 @@ def with_overrides(plan: DemoPlan, items: list[str]) -> DemoPlan:
 PLANS.add("tiny", DemoPlan(model="tiny", profile="tiny", task="fruit"))
 
 # SmolLM2-135M-Instruct on the facts task, sized for ~15 minutes of stage time on 2 idle cores. Cost model: the
-# judge prompt is ~270 tokens, so prefill dominates generation (difficulty filter, pairs, GRPO, evaluation), and full
-# fine-tuning (fp32, AdamW) costs ~3 s per ~320-token sequence here. The judge's answer is ~50 tokens (at most ~70),
-# so generation budgets are 96 tokens. Measured from fresh clones, seed 0: 894 s and 1116 s of stage time in two
-# sessions (SFT ~260-335 s, evaluation ~300-350 s). At this budget the SFT judge learns the format, not the
-# comparison (init ~53 %); the probe in experiments/LOG.md needed 64 examples x 32 steps at 1e-4 (~10 min of SFT)
-# for 90 %. A larger offline stage here (32 comparisons, 12 DPO steps at 5e-5) cost 1240 s and gained nothing.
+# judge prompt is ~265 tokens, ~200 of them shared (the HF backend runs that prefix once per batch), so decoding
+# dominates generation; full fine-tuning costs ~2 s per ~270-token sequence in bf16 autocast (cpu_bf16, CPUs with
+# native bf16; ~3 s in fp32). The judge's answer is ~50 tokens (at most ~70), so generation budgets are 96 tokens.
+# Measured from a fresh clone, seed 0 (experiments/LOG.md): 845 s of stage time (SFT 282, evaluation 262). At this
+# budget the SFT judge learns the format, not the comparison (init ~55 %); the probe in experiments/LOG.md needed
+# 64 examples x 32 steps at 1e-4 for 90 %. The critic gets 16 steps: with 8 it argued the told side on 2 of 16
+# comparisons (8 rule-based fallback pairs), with 16 on 10 of 16, with 24 on 32 of 32. A larger offline stage
+# (24-step critic, 32 comparisons, 16 DPO steps at 5e-5) cost 1050 s and lowered offline to 43 %.
 PLANS.add("smollm2", DemoPlan(
     model="smollm2", profile="smollm2-135m-instruct", task="facts",
     train_pairs=256, test_pairs=30, base_preview=0,
