@@ -31,7 +31,7 @@ def _sft_data(ctx) -> tuple[dict[str, dict[str, str]], str]:
     import shutil
 
     from thinkj.demo.tasks import get_task
-    from thinkj.export.llamafactory import write_sft_dataset
+    from thinkj.export.llamafactory import register_dataset, write_sft_dataset
     from thinkj.offline.baselines import synthetic_critic_examples, synthetic_judge_examples
     from thinkj.records import load_pairs
 
@@ -47,8 +47,7 @@ def _sft_data(ctx) -> tuple[dict[str, dict[str, str]], str]:
         entry = info[names[1]]
         out.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(Path(upstream) / entry["file_name"], out / entry["file_name"])
-        merged = json.loads((out / "dataset_info.json").read_text()) if (out / "dataset_info.json").exists() else {}
-        (out / "dataset_info.json").write_text(json.dumps({**merged, names[1]: entry}, indent=2))
+        register_dataset(out, names[1], entry)
         wrong = synthetic_critic_examples(pairs[::every], ctx.plan.critic_template, wrong_side_every=1, explain=explain)
         write_sft_dataset(out, "thinkj_critic_wrong_side", wrong)
         return {"judge_sft": {"dataset": names[0], "dataset_dir": str(Path(upstream).resolve())},

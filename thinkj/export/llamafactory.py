@@ -32,7 +32,10 @@ def _check_prompt(messages: Messages, where: str) -> None:
         raise ThinkJError(f"{where}: a prompt must end with a user turn")
 
 
-def _register(out_dir: Path, name: str, entry: dict) -> None:
+def register_dataset(out_dir: str | os.PathLike, name: str, entry: dict) -> None:
+    """Add (or replace) one entry of ``out_dir/dataset_info.json``, keeping the others."""
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
     info_path = out_dir / "dataset_info.json"
     info = json.loads(info_path.read_text()) if info_path.exists() else {}
     info[name] = entry
@@ -52,7 +55,7 @@ def write_sft_dataset(out_dir: str | os.PathLike, name: str, examples: Iterable[
         _check_prompt(prompt, f"{name} example {i}")
         rows.append({"messages": [*prompt, {"role": "assistant", "content": target}]})
     _write(out, name, rows)
-    _register(out, name, {"file_name": f"{name}.json", "formatting": "sharegpt",
+    register_dataset(out, name, {"file_name": f"{name}.json", "formatting": "sharegpt",
                           "columns": {"messages": "messages"}, "tags": _TAGS})
     return len(rows)
 
@@ -67,7 +70,7 @@ def write_preference_dataset(out_dir: str | os.PathLike, name: str,
         rows.append({"messages": list(prompt), "chosen": {"role": "assistant", "content": chosen},
                      "rejected": {"role": "assistant", "content": rejected}})
     _write(out, name, rows)
-    _register(out, name, {"file_name": f"{name}.json", "formatting": "sharegpt", "ranking": True,
+    register_dataset(out, name, {"file_name": f"{name}.json", "formatting": "sharegpt", "ranking": True,
                           "columns": {"messages": "messages", "chosen": "chosen", "rejected": "rejected"},
                           "tags": _TAGS})
     return len(rows)
