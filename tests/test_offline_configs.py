@@ -204,3 +204,18 @@ def test_cli_dry_run_writes_the_merged_config(tmp_path):
     assert not (tmp_path / "judge_sft" / "thinkj_train.json").exists()  # nothing ran
     bad = CliRunner().invoke(app, ["dpo", "dpo", "--model", "tiny", "--dry-run", "--run-dir", str(tmp_path), "pref_betta=1"])
     assert bad.exit_code != 0 and "pref_betta" in bad.output
+
+
+def test_cli_cpu_bf16_flag(tmp_path):
+    import yaml
+    from typer.testing import CliRunner
+
+    from thinkj.train.cli import app
+    from thinkj.train.config import cpu_has_bf16
+
+    for flag, want in (([], False), (["--cpu-bf16"], cpu_has_bf16())):
+        run_dir = tmp_path / str(bool(flag))
+        args = ["sft", "judge_sft", "--model", "tiny", "--device", "cpu", "--dry-run", "--run-dir", str(run_dir), *flag]
+        result = CliRunner().invoke(app, args)
+        assert result.exit_code == 0, result.output
+        assert yaml.safe_load((run_dir / "judge_sft" / "train_config.yaml").read_text())["bf16"] is want

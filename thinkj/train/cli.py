@@ -33,7 +33,7 @@ _OVERRIDES_HELP = "LlamaFactory key=value overrides, applied last (e.g. learning
 
 
 def _launch(kind: str, config: str, overrides: list[str] | None, model: str | None, run_dir: Path, name: str | None,
-            device: str, global_batch: int | None, force: bool, dry_run: bool) -> None:
+            device: str, global_batch: int | None, force: bool, dry_run: bool, cpu_bf16: bool = False) -> None:
     from thinkj.checks import check_device, check_range
     from thinkj.paths import run_dir as make_run_dir
     from thinkj.train.config import ConfigError
@@ -44,7 +44,7 @@ def _launch(kind: str, config: str, overrides: list[str] | None, model: str | No
     try:
         out = run_stage(kind, config, profile=model, overrides=overrides or [], run_dir=make_run_dir(run_dir),
                         name=name, device=None if device == "auto" else device, global_batch_size=global_batch,
-                        force=force, dry_run=dry_run)
+                        force=force, dry_run=dry_run, cpu_bf16=cpu_bf16)
     except ConfigError as err:
         raise typer.BadParameter(str(err)) from None
     typer.echo(str(out))
@@ -59,8 +59,10 @@ def _command(kind: str):
                 device: str = typer.Option("auto", help="auto | cpu | gpu"),
                 global_batch: int = typer.Option(None, help="set gradient_accumulation_steps to reach this global batch"),
                 force: bool = typer.Option(False, help="train again even if the output directory is finished"),
-                dry_run: bool = typer.Option(False, help="write the merged config and print the command only")) -> None:
-        _launch(kind, config, overrides, model, run_dir, name, device, global_batch, force, dry_run)
+                dry_run: bool = typer.Option(False, help="write the merged config and print the command only"),
+                cpu_bf16: bool = typer.Option(False, help="on CPU, bf16 autocast where the CPU has native bf16 "
+                                              "(else fp32)")) -> None:
+        _launch(kind, config, overrides, model, run_dir, name, device, global_batch, force, dry_run, cpu_bf16)
 
     command.__doc__ = f"Run a LlamaFactory `{kind}` stage (CPU: in-process; GPU: torchrun + DeepSpeed)."
     return command
