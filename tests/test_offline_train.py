@@ -91,7 +91,7 @@ def test_finished_stage_with_other_settings_is_retrained(tiny_model_dir, data_di
     before = (first / "model.safetensors").stat().st_mtime_ns
     again = train("sft", "judge_sft", tiny_model_dir, data_dir, run_dir, name="stale_check", learning_rate=5e-4)
     assert again == first and (first / "model.safetensors").stat().st_mtime_ns != before
-    assert json.loads((first / "thinkj_train.json").read_text())["planned_config"]["learning_rate"] == 5e-4
+    assert json.loads((first / "thinkj_train.json").read_text())["planned"]["config"]["learning_rate"] == 5e-4
 
 
 @pytest.fixture(scope="module")

@@ -56,7 +56,7 @@ def write_sft_dataset(out_dir: str | os.PathLike, name: str, examples: Iterable[
         rows.append({"messages": [*prompt, {"role": "assistant", "content": target}]})
     _write(out, name, rows)
     register_dataset(out, name, {"file_name": f"{name}.json", "formatting": "sharegpt",
-                          "columns": {"messages": "messages"}, "tags": _TAGS})
+                                 "columns": {"messages": "messages"}, "tags": _TAGS})
     return len(rows)
 
 
@@ -71,6 +71,6 @@ def write_preference_dataset(out_dir: str | os.PathLike, name: str,
                      "rejected": {"role": "assistant", "content": rejected}})
     _write(out, name, rows)
     register_dataset(out, name, {"file_name": f"{name}.json", "formatting": "sharegpt", "ranking": True,
-                          "columns": {"messages": "messages", "chosen": "chosen", "rejected": "rejected"},
-                          "tags": _TAGS})
+                                 "columns": {"messages": "messages", "chosen": "chosen", "rejected": "rejected"},
+                                 "tags": _TAGS})
     return len(rows)

@@ -24,7 +24,7 @@ def shared_prefix_length(rows: list[list[int]]) -> int:
     n = 0
     while n < limit and all(r[n] == first[n] for r in rows):
         n += 1
-    return max(n, 0)
+    return n
 
 
 class HFBackend:
@@ -48,12 +48,9 @@ class HFBackend:
         """``generate`` kwargs for one batch: left-padded ids, or a shared prefix's KV cache plus padded suffixes."""
         import torch
 
-        if not self.prefix_cache:
-            return dict(self.tokenizer(texts, return_tensors="pt", padding=True,
-                                       add_special_tokens=False).to(self.device))
-        rows = [self.tokenizer(t, add_special_tokens=False)["input_ids"] for t in texts]
+        rows = [self.tokenizer(t, add_special_tokens=False)["input_ids"] for t in texts] if self.prefix_cache else []
         k = shared_prefix_length(rows)
-        if k < MIN_SHARED_PREFIX:
+        if k < MIN_SHARED_PREFIX:  # also the uncached path (no rows)
             return dict(self.tokenizer(texts, return_tensors="pt", padding=True,
                                        add_special_tokens=False).to(self.device))
         width = max(len(r) for r in rows) - k

@@ -119,8 +119,16 @@ def is_finished(output_dir: str | os.PathLike) -> bool:
 
 
 def _normalised(config: dict[str, Any]) -> Any:
-    """The config as it reads back from YAML, so a finished run's record compares equal to a fresh plan."""
-    return yaml.safe_load(yaml.safe_dump(config, sort_keys=True))
+    """The config as it reads back from YAML, plus the size and mtime of the files in its local model and dataset
+    folders: a finished run is reused only if neither its settings nor its inputs (a retrained model at the same
+    path) changed."""
+    inputs = {}
+    for key in ("model_name_or_path", "dataset_dir"):
+        folder = Path(str(config.get(key, "")))
+        if config.get(key) and folder.is_dir():
+            inputs[key] = sorted([p.name, p.stat().st_size, p.stat().st_mtime_ns] for p in folder.iterdir()
+                                 if p.is_file())
+    return yaml.safe_load(yaml.safe_dump({"config": config, "inputs": inputs}, sort_keys=True))
 
 
 def finished_with(output_dir: str | os.PathLike, config: dict[str, Any]) -> bool:
@@ -128,7 +136,7 @@ def finished_with(output_dir: str | os.PathLike, config: dict[str, Any]) -> bool
     if not is_finished(output_dir):
         return False
     record = json.loads((Path(output_dir) / DONE_FILE).read_text())
-    return record.get("planned_config") == _normalised(config)
+    return record.get("planned") == _normalised(config)
 
 
 def run_plan(plan: LaunchPlan, *, force: bool = False, dry_run: bool = False) -> Path:
@@ -172,7 +180,7 @@ def run_plan(plan: LaunchPlan, *, force: bool = False, dry_run: bool = False) ->
     write_json(out / DONE_FILE, {
         "kind": plan.kind, "device": plan.device, "world_size": plan.world_size,
         "seconds": round(time.monotonic() - start, 2), "command": plan.shell(),
-        "global_batch": global_batch(config, plan.world_size), "planned_config": _normalised(plan.config)})
+        "global_batch": global_batch(config, plan.world_size), "planned": _normalised(plan.config)})
     return out
 
 
