@@ -51,6 +51,7 @@ def main() -> None:
     ap.add_argument("--eval", type=int, default=30, help="held-out pairs, judged in both orders")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--bf16", action="store_true", help="bf16 autocast where the CPU has native bf16 (for_cpu)")
+    ap.add_argument("--no-gc", action="store_true", help="disable gradient checkpointing (LlamaFactory enables it)")
     ap.add_argument("--out", default="runs/probe")
     args = ap.parse_args()
 
@@ -66,7 +67,7 @@ def main() -> None:
         "max_steps": args.steps, "per_device_train_batch_size": args.batch, "learning_rate": args.lr,
         "lr_scheduler_type": args.scheduler, "warmup_steps": 2, "seed": args.seed, "save_strategy": "no",
         "logging_steps": 4, "cutoff_len": 512, "gradient_accumulation_steps": 1, "plot_loss": False,
-        "report_to": "none"})
+        "report_to": "none", "disable_gradient_checkpointing": args.no_gc})
     trained = time.monotonic()
     test = fact_task.make_pairs(args.eval, seed=args.seed, split="test")
     records = judge_both_orders(make_backend("hf", str(model), batch_size=20), test, args.template,

@@ -40,6 +40,27 @@ def test_rationale_states_the_fact_and_what_each_response_does():
     assert text.endswith(f"The answer is {fact.value}, so Response {good} is right.")
 
 
+def test_a_wrong_side_argument_concludes_for_the_side_it_is_told():
+    from thinkj.offline.baselines import synthetic_critic_examples
+    from thinkj.verdict import parse_verdict as parse
+
+    pairs = fact_task.make_pairs(60, seed=3)
+    for kind in ("wrong", "refusal"):
+        pair = next(p for p in pairs if p.meta["bad_kind"] == kind)
+        fact, bad = fact_task.fact_of(pair.instruction), "b" if pair.label == "a" else "a"
+        assert fact_task.argue(pair, pair.label) == fact_task.explain(pair)
+        text = fact_task.argue(pair, bad)
+        assert text.endswith(f"so Response ({bad}) is right.")
+        said = fact_task.what_it_says(pair.response_a if bad == "a" else pair.response_b, fact)
+        claim = f"The answer is {said[5:]}" if said.startswith("says ") else f"The answer is not {fact.value}"
+        assert claim in text
+    # the critic's wrong-side examples: rationale and verdict line agree with the side it was told
+    examples = synthetic_critic_examples(pairs[:8], wrong_side_every=2, explain=fact_task.explain,
+                                         argue=fact_task.argue)
+    for (_, output), pair in zip(examples[1::2], pairs[1:8:2]):
+        told = parse(output).choice
+        assert told != pair.label and f"so Response ({told}) is right." in output
+
 def test_scripted_teacher_judges_the_facts_task():
     task, judge = get_task("facts"), get_template("judge_strength_v1")
     config = TeacherConfig(error_rate=0.0, empty_explanation_rate=0.0, task="facts")
@@ -92,3 +113,13 @@ def test_plan_overrides_are_typed_and_named():
     for bad in (["dpo_step=16"], ["dpo_steps=1.5"], ["cpu_bf16=1"], ["template=3"], ["online_data=web"]):
         with pytest.raises(ThinkJError):
             with_overrides(plan, bad)
+
+
+def test_a_stage_run_alone_without_its_inputs_names_them(tmp_path):
+    import pytest
+
+    from thinkj.demo.runner import run_demo
+    from thinkj.errors import ThinkJError
+
+    with pytest.raises(ThinkJError, match="needs 'models'.*--only"):
+        run_demo(tmp_path / "run", model="tiny", only=["dpo"])

@@ -94,6 +94,27 @@ def test_finished_stage_with_other_settings_is_retrained(tiny_model_dir, data_di
     assert json.loads((first / "thinkj_train.json").read_text())["planned"]["config"]["learning_rate"] == 5e-4
 
 
+def test_rewritten_identical_data_keeps_the_stage_and_changed_data_retrains(tiny_model_dir, data_dir, run_dir,
+                                                                             tmp_path):
+    import os
+    import shutil
+
+    data = tmp_path / "data"
+    shutil.copytree(data_dir, data)
+    first = train("sft", "judge_sft", tiny_model_dir, data, run_dir, name="data_check")
+    weights = first / "model.safetensors"
+    before = weights.stat().st_mtime_ns
+    for f in data.iterdir():  # a stage that writes the same rows again: new mtimes, same bytes
+        f.write_bytes(f.read_bytes())
+        os.utime(f, ns=(f.stat().st_atime_ns, f.stat().st_mtime_ns + 10**9))
+    train("sft", "judge_sft", tiny_model_dir, data, run_dir, name="data_check")
+    assert weights.stat().st_mtime_ns == before
+    rows_file = data / json.loads((data / "dataset_info.json").read_text())["thinkj_judge_sft"]["file_name"]
+    rows_file.write_text(json.dumps(json.loads(rows_file.read_text())[:-1]))  # one example fewer
+    train("sft", "judge_sft", tiny_model_dir, data, run_dir, name="data_check")
+    assert weights.stat().st_mtime_ns != before
+
+
 @pytest.fixture(scope="module")
 def critic_sft(tiny_model_dir, data_dir, run_dir):
     return train("sft", "critic_sft", tiny_model_dir, data_dir, run_dir)

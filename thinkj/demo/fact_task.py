@@ -192,6 +192,20 @@ def explain(pair: PreferencePair) -> str:
             f"The answer is {fact.value}, {ending}.")
 
 
+def argue(pair: PreferencePair, side: str) -> str:
+    """A rationale in :func:`explain`'s shape that concludes for ``side``: the rule's own for the right side; for the
+    wrong side, the one a judge that misremembers the fact would write (the told response's value taken as the
+    answer, or the right value denied). The critic learns from these to argue the verdict it is told.
+    """
+    fact = fact_of(pair.instruction)
+    if fact is None or side == rule_verdict(pair) or side not in ("a", "b"):
+        return explain(pair)
+    said = what_it_says(pair.response_a if side == "a" else pair.response_b, fact)
+    claim = f"The answer is {said[len('says '):]}" if said.startswith("says ") else f"The answer is not {fact.value}"
+    return (f"Response (a) {what_it_says(pair.response_a, fact)}. Response (b) {what_it_says(pair.response_b, fact)}. "
+            f"{claim}, so Response ({side}) is right.")
+
+
 def rule_verdict(pair: PreferencePair) -> str:
     fact = fact_of(pair.instruction)
     if fact is None:

@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from thinkj.demo.plans import PLANS, DemoPlan, with_overrides
+from thinkj.errors import ThinkJError
 from thinkj.paths import stage_dir
 from thinkj.records import write_json
 
@@ -48,6 +49,16 @@ STAGES: list[tuple[int, str, str]] = [
 ]
 
 
+class Artifacts(dict):
+    """The paths stages hand on, in memory only: a stage run alone (``--only``) whose input an earlier stage of the
+    same call did not produce gets this error instead of a KeyError from inside the stage."""
+
+    def __missing__(self, key: str) -> Any:
+        raise ThinkJError(f"demo: this stage needs {key!r}, which an earlier stage produces in the same call; add the "
+                          "earlier stages to --only (or drop --only) -- finished training stages and cached "
+                          "generations are reused, so they cost little")
+
+
 @dataclass
 class DemoContext:
     run_dir: Path
@@ -55,7 +66,7 @@ class DemoContext:
     plan: DemoPlan = field(default_factory=lambda: PLANS["tiny"])
     # Paths later stages need. Conventions: "base_model"; "train_pairs" / "test_pairs" (PreferencePair JSONL);
     # "models": {"base" | "init" | "offline" | "online": model dir} -- the evaluation stage judges each one.
-    artifacts: dict[str, Any] = field(default_factory=dict)
+    artifacts: dict[str, Any] = field(default_factory=Artifacts)
     summaries: dict[str, dict[str, Any]] = field(default_factory=dict)
     timings: dict[str, float] = field(default_factory=dict)  # wall seconds per stage
     cpu_seconds: dict[str, float] = field(default_factory=dict)  # CPU seconds (this process + children) per stage

@@ -1,6 +1,6 @@
 """Demo stages 80-100, offline learning: SFT judge + critic -> critic-guided pairs -> DPO (+ SFT term).
 
-    thinkj smoke --model smollm2 --only sft --only critic_pairs --only dpo   # after the earlier stages ran
+    thinkj smoke --model smollm2 --set dpo_steps=8   # reruns only what changed: finished SFT stages are reused
 
 Sizes and learning rates come from the plan (:mod:`thinkj.demo.plans`), where the measurements behind them are.
 """
@@ -14,7 +14,7 @@ from typing import Any
 
 def _common(plan) -> dict[str, Any]:
     return {"save_strategy": "no", "logging_steps": 2, "cutoff_len": plan.cutoff_len, "gradient_accumulation_steps": 1,
-            "plot_loss": False, "report_to": "none"}
+            "plot_loss": False, "report_to": "none", "disable_gradient_checkpointing": not plan.gradient_checkpointing}
 
 
 def _has_datasets(dataset_dir: Path, names: tuple[str, ...]) -> bool:
@@ -36,7 +36,8 @@ def _sft_data(ctx) -> tuple[dict[str, dict[str, str]], str]:
     from thinkj.records import load_pairs
 
     names = ("thinkj_judge_sft", "thinkj_critic_sft")
-    explain = get_task(ctx.plan.task).explain
+    task = get_task(ctx.plan.task)
+    explain, argue = task.explain, task.argue
     every = ctx.plan.critic_wrong_side_every
     pairs = load_pairs(ctx.artifacts["train_pairs"])
     out = ctx.stage("sft") / "data"
@@ -48,14 +49,15 @@ def _sft_data(ctx) -> tuple[dict[str, dict[str, str]], str]:
         out.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(Path(upstream) / entry["file_name"], out / entry["file_name"])
         register_dataset(out, names[1], entry)
-        wrong = synthetic_critic_examples(pairs[::every], ctx.plan.critic_template, wrong_side_every=1, explain=explain)
+        wrong = synthetic_critic_examples(pairs[::every], ctx.plan.critic_template, wrong_side_every=1, explain=explain,
+                                          argue=argue)
         write_sft_dataset(out, "thinkj_critic_wrong_side", wrong)
         return {"judge_sft": {"dataset": names[0], "dataset_dir": str(Path(upstream).resolve())},
                 "critic_sft": {"dataset": f"{names[1]},thinkj_critic_wrong_side", "dataset_dir": str(out.resolve())}}, \
             "seed_set (+ synthetic wrong-side critic examples)"
     write_sft_dataset(out, names[0], synthetic_judge_examples(pairs, ctx.plan.template, explain=explain))
     write_sft_dataset(out, names[1], synthetic_critic_examples(pairs, ctx.plan.critic_template, wrong_side_every=every,
-                                                                explain=explain))
+                                                                explain=explain, argue=argue))
     where = str(out.resolve())
     return {"judge_sft": {"dataset": names[0], "dataset_dir": where},
             "critic_sft": {"dataset": names[1], "dataset_dir": where}}, "rule-based (train_pairs + the task's explain)"

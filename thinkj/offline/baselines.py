@@ -75,7 +75,8 @@ def synthetic_judge_examples(pairs: Iterable[PreferencePair], template: str = "j
 
 
 def synthetic_critic_examples(pairs: Iterable[PreferencePair], template: str = "critic_strength_v2", *,
-                              wrong_side_every: int = 0, explain: Callable[[PreferencePair], str] | None = None
+                              wrong_side_every: int = 0, explain: Callable[[PreferencePair], str] | None = None,
+                              argue: Callable[[PreferencePair, str], str] | None = None
                               ) -> list[tuple[Messages, str]]:
     """Critic SFT on the synthetic task: told a side, it writes the rationale and a verdict for that side.
 
@@ -83,6 +84,11 @@ def synthetic_critic_examples(pairs: Iterable[PreferencePair], template: str = "
     wrong side in every k-th example (the verdict still follows what it is told): a tiny model has no instruction
     following to generalise from, and without such examples it learns to judge instead of to argue the side it is
     given, so it never writes the negatives of the critic-guided construction.
+
+    ``argue(pair, side)`` writes a wrong-side example's rationale: one that reaches the told side (a false claim about
+    the task's fact), as the paper's critic argues the verdict it is given. Without it the wrong side gets the right
+    rationale and only the verdict line follows what the critic was told, so the critic learns to contradict its own
+    reasoning and the DPO pairs it writes differ in the verdict line alone.
     """
     tmpl = get_template(template)
     strength = tmpl.answer.strength != "forbidden"
@@ -93,7 +99,8 @@ def synthetic_critic_examples(pairs: Iterable[PreferencePair], template: str = "
         told = ("b" if p.label == "a" else "a") if wrong else p.label
         # As in the critic-guided construction: the right side comes with its strength, the wrong side without.
         prompt = tmpl.render(p, told, None if wrong else p.strength)
-        out.append((prompt, judge_output(explain(p), told, p.strength if strength else None)))
+        rationale = argue(p, told) if wrong and argue else explain(p)
+        out.append((prompt, judge_output(rationale, told, p.strength if strength else None)))
     return out
 
 

@@ -118,16 +118,29 @@ def is_finished(output_dir: str | os.PathLike) -> bool:
     return (Path(output_dir) / DONE_FILE).exists()
 
 
+HASHED_INPUT_BYTES = 16 << 20  # input files up to this size are fingerprinted by content, larger ones by size + mtime
+
+
+def _fingerprint(path: Path) -> list[Any]:
+    """Content hash for small files (datasets, configs: a stage that rewrites the same data keeps the cache), size and
+    mtime for large ones (weights: hashing 0.5-16 GB on every call costs more than it saves)."""
+    import hashlib
+
+    stat = path.stat()
+    if stat.st_size <= HASHED_INPUT_BYTES:
+        return [path.name, stat.st_size, hashlib.sha256(path.read_bytes()).hexdigest()]
+    return [path.name, stat.st_size, stat.st_mtime_ns]
+
+
 def _normalised(config: dict[str, Any]) -> Any:
-    """The config as it reads back from YAML, plus the size and mtime of the files in its local model and dataset
-    folders: a finished run is reused only if neither its settings nor its inputs (a retrained model at the same
-    path) changed."""
+    """The config as it reads back from YAML, plus a fingerprint of the files in its local model and dataset folders:
+    a finished run is reused only if neither its settings nor its inputs (a retrained model at the same path)
+    changed."""
     inputs = {}
     for key in ("model_name_or_path", "dataset_dir"):
         folder = Path(str(config.get(key, "")))
         if config.get(key) and folder.is_dir():
-            inputs[key] = sorted([p.name, p.stat().st_size, p.stat().st_mtime_ns] for p in folder.iterdir()
-                                 if p.is_file())
+            inputs[key] = sorted(_fingerprint(p) for p in folder.iterdir() if p.is_file())
     return yaml.safe_load(yaml.safe_dump({"config": config, "inputs": inputs}, sort_keys=True))
 
 
