@@ -134,7 +134,7 @@ PLANS.add("tiny", DemoPlan(model="tiny", profile="tiny", task="fruit"))
 # judge prompt is ~265 tokens, ~200 of them shared (the HF backend runs that prefix once per batch), so decoding
 # dominates generation; full fine-tuning costs ~2 s per ~270-token sequence in bf16 autocast (cpu_bf16, CPUs with
 # native bf16; ~3 s in fp32). The judge's answer is ~50 tokens (at most ~70), so generation budgets are 96 tokens.
-# Measured from a fresh clone, seed 0 (experiments/LOG.md): 845 s of stage time (SFT 282, evaluation 262). At this
+# Measured from a fresh clone, seed 0 (experiments/LOG.md): 862 s of stage time (SFT 271, evaluation 283). At this
 # budget the SFT judge learns the format, not the comparison (init ~55 %); the probe in experiments/LOG.md needed
 # 64 examples x 32 steps at 1e-4 for 90 %. The critic gets 16 steps: with 8 it argued the told side on 2 of 16
 # comparisons (8 rule-based fallback pairs), with 16 on 10 of 16, with 24 on 32 of 32. A larger offline stage

@@ -1,6 +1,6 @@
 """Demo stage 120: every judge of the run on the held-out pairs (and, in the tiny plan, real benchmark slices).
 
-    thinkj smoke --model smollm2 --only evaluation     # after the earlier stages have run in the same run directory
+    thinkj smoke --model smollm2 --run-dir runs/demo   # again: finished training stages and judged prompts are reused
 
 For each model in ``ctx.artifacts["models"]`` (base / init / offline / online, whichever exist) it judges, in
 both orders and greedily, the held-out synthetic pairs and -- when ``../shared/data`` is present -- a few

@@ -1,6 +1,6 @@
 """Demo stage 110 "online": GRPO with the Think-J reward through TRL (paper §3.2.2), sized by the plan.
 
-    thinkj smoke --model smollm2 --only online      # needs the earlier stages' artifacts in the run
+    thinkj smoke --model smollm2 --set online_steps=6   # earlier stages reuse their finished outputs
 
 Starts from the SFT-initialised judge (``models["init"]``) when the offline stages ran, else from the base model;
 trains on the seed set's ``rl_pairs`` or, with ``plan.online_data = "train_pairs"``, on the whole label-only training
