@@ -61,6 +61,7 @@ def test_a_wrong_side_argument_concludes_for_the_side_it_is_told():
         told = parse(output).choice
         assert told != pair.label and f"so Response ({told}) is right." in output
 
+
 def test_scripted_teacher_judges_the_facts_task():
     task, judge = get_task("facts"), get_template("judge_strength_v1")
     config = TeacherConfig(error_rate=0.0, empty_explanation_rate=0.0, task="facts")

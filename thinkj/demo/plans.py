@@ -48,7 +48,7 @@ class DemoPlan:
     cutoff_len: int = 1024
     # bf16 autocast for the LlamaFactory stages (SFT, DPO) where the CPU computes bf16 natively (for_cpu)
     cpu_bf16: bool = False
-    # LlamaFactory turns on gradient checkpointing; a 135 M model fits in memory without it and each step is cheaper
+    # LlamaFactory and TRL turn on gradient checkpointing; a 135 M model fits in memory without it, each step is cheaper
     gradient_checkpointing: bool = True
     critic_wrong_side_every: int = 2
     # critic-guided pairs and DPO

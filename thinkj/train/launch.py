@@ -178,6 +178,8 @@ def run_plan(plan: LaunchPlan, *, force: bool = False, dry_run: bool = False) ->
         config["model_name_or_path"] = str(untied_copy(config["model_name_or_path"], out / "untied_base"))
         save_config(config, out / CONFIG_FILE)
         print(f"[thinkj train] tied embeddings untied for the rm stage: {config['model_name_or_path']}", file=sys.stderr)
+    # fingerprint the inputs now: files changed while training must not be recorded as what it trained on
+    planned = _normalised(plan.config)
     start = time.monotonic()
     if plan.command is None:
         from thinkj.online.trl_compat import fix_trl_availability_flags
@@ -193,7 +195,7 @@ def run_plan(plan: LaunchPlan, *, force: bool = False, dry_run: bool = False) ->
     write_json(out / DONE_FILE, {
         "kind": plan.kind, "device": plan.device, "world_size": plan.world_size,
         "seconds": round(time.monotonic() - start, 2), "command": plan.shell(),
-        "global_batch": global_batch(config, plan.world_size), "planned": _normalised(plan.config)})
+        "global_batch": global_batch(config, plan.world_size), "planned": planned})
     return out
 
 
