@@ -26,6 +26,7 @@ from thinkj.judging import judge_both_orders
 from thinkj.models.fetch import fetch_model
 from thinkj.offline.baselines import synthetic_judge_examples
 from thinkj.records import PreferencePair
+from thinkj.train.config import parse_overrides
 from thinkj.train.launch import run_stage
 
 
@@ -53,6 +54,8 @@ def main() -> None:
     ap.add_argument("--bf16", action="store_true", help="bf16 autocast where the CPU has native bf16 (for_cpu)")
     ap.add_argument("--no-gc", action="store_true", help="disable gradient checkpointing (LlamaFactory enables it)")
     ap.add_argument("--out", default="runs/probe")
+    ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                    help="extra LlamaFactory argument, e.g. finetuning_type=freeze (repeatable)")
     args = ap.parse_args()
 
     out = Path(args.out) / args.name
@@ -67,7 +70,7 @@ def main() -> None:
         "max_steps": args.steps, "per_device_train_batch_size": args.batch, "learning_rate": args.lr,
         "lr_scheduler_type": args.scheduler, "warmup_steps": 2, "seed": args.seed, "save_strategy": "no",
         "logging_steps": 4, "cutoff_len": 512, "gradient_accumulation_steps": 1, "plot_loss": False,
-        "report_to": "none", "disable_gradient_checkpointing": args.no_gc})
+        "report_to": "none", "disable_gradient_checkpointing": args.no_gc, **parse_overrides(args.set)})
     trained = time.monotonic()
     test = fact_task.make_pairs(args.eval, seed=args.seed, split="test")
     records = judge_both_orders(make_backend("hf", str(model), batch_size=20), test, args.template,

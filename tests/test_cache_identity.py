@@ -83,3 +83,26 @@ def test_eval_run_rejudges_a_retrained_model(tmp_path):
     assert judged() == 4 and judged() == 4  # a rerun of the same model generates nothing
     _retrain(model)
     assert judged() == 8  # the retrained model's 4 judgments were generated, not read from the old model's
+
+
+def test_difficulty_filter_rejudges_in_another_precision(tmp_path):
+    """bf16 and fp32 greedy answers can differ: a cache filled in fp32 must not answer a bf16 run (and back)."""
+    model = build_tiny_model(tmp_path / "model", seed=0)
+    src = tmp_path / "pairs.jsonl"
+    write_jsonl(src, make_pairs(3, seed=4))
+    args = dict(model=str(model), backend="hf", k=1, max_new_tokens=6, temperature=0.0)
+
+    def generated(**backend_kwargs) -> int:
+        return run_difficulty(src, tmp_path / "kept.jsonl", backend_kwargs=backend_kwargs, **args)["cache"]["generated"]
+
+    assert generated() == 3 and generated(dtype="auto") == 0  # "auto" is the default precision
+    assert generated(dtype="bfloat16") == 3 and generated(dtype="bfloat16") == 0
+    assert generated(dtype="float32") == 3  # asked for explicitly, fp32 is keyed apart from "auto"
+
+
+def test_hf_backend_rejects_an_unknown_dtype(tmp_path):
+    from thinkj.inference import make_backend
+
+    model = build_tiny_model(tmp_path / "model", seed=0)
+    with pytest.raises(ThinkJError, match="dtype must be one of auto, float32, bfloat16"):
+        make_backend("hf", str(model), dtype="float16")

@@ -116,6 +116,20 @@ def test_plan_overrides_are_typed_and_named():
             with_overrides(plan, bad)
 
 
+def test_bf16_only_where_the_plan_asks_and_the_cpu_has_it(monkeypatch):
+    import thinkj.train.config as train_config
+    from thinkj.demo.plans import PLANS, hf_backend_args, uses_bf16, with_overrides
+
+    smol = PLANS["smollm2"]
+    for native in (True, False):
+        monkeypatch.setattr(train_config, "cpu_has_bf16", lambda native=native: native)
+        assert uses_bf16(smol, "training") is native and uses_bf16(smol, "generation") is native
+        assert hf_backend_args(smol, 30) == {"batch_size": 30, "dtype": "bfloat16" if native else "auto"}
+        assert hf_backend_args(PLANS["tiny"], 8)["dtype"] == "auto"  # the tiny plan stays fp32
+        fp32 = with_overrides(smol, ["bf16_generation=false"])
+        assert hf_backend_args(fp32, 30)["dtype"] == "auto" and uses_bf16(fp32, "training") is native
+
+
 def test_a_stage_run_alone_without_its_inputs_names_them(tmp_path):
     import pytest
 

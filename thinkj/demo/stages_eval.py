@@ -56,6 +56,7 @@ def benchmark_slices(test_pairs: Path | None, plan) -> dict[str, tuple[list, str
 
 
 def evaluate(ctx) -> dict[str, Any]:
+    from thinkj.demo.plans import hf_backend_args
     from thinkj.evaluation.run import EvalConfig, judge_records, results_document
     from thinkj.inference import SamplingParams, make_backend
     from thinkj.inference.cache import CachedBackend, ResultCache
@@ -73,7 +74,7 @@ def evaluate(ctx) -> dict[str, Any]:
     # Only the judges of the Table 4 layout: the critic argues a side it is told, it is not a judge.
     for row in [r for r in ROW_ORDER if r in models]:
         out = ctx.stage("evaluation") / row
-        backend = make_backend("hf", str(models[row]), batch_size=plan.eval_batch)
+        backend = make_backend("hf", str(models[row]), **hf_backend_args(plan, plan.eval_batch))
         cache = ResultCache(out / "cache.sqlite")
         # One generate call over every benchmark's prompts fills the cache; per-benchmark runs below only read it.
         everything = [p for pairs, _ in slices.values() for p in pairs]

@@ -92,6 +92,7 @@ def sft(ctx) -> dict[str, Any]:
 
 def critic_pairs(ctx) -> dict[str, Any]:
     """Stage 90: judge inference on training pairs, critic traces, DPO pairs (iteration 1)."""
+    from thinkj.demo.plans import hf_backend_args
     from thinkj.offline.build import DPO_DATASET, build_critic_pairs
     from thinkj.records import load_pairs
 
@@ -101,7 +102,7 @@ def critic_pairs(ctx) -> dict[str, Any]:
     models = ctx.artifacts["models"]
     summary = build_critic_pairs(pairs, models["init"], models["critic"], out, dataset=DPO_DATASET,
                                  max_new_tokens=plan.pair_max_new_tokens, seed=ctx.seed,
-                                 backend_kwargs={"batch_size": plan.pair_batch}, judge_template=plan.template,
+                                 backend_kwargs=hf_backend_args(plan, plan.pair_batch), judge_template=plan.template,
                                  critic_template=plan.critic_template)
     if summary["pairs"] < plan.min_pairs:
         summary = _add_rule_based_pairs(ctx, out, pairs, summary)

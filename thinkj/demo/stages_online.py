@@ -14,6 +14,7 @@ from typing import Any
 
 
 def online(ctx) -> dict[str, Any]:
+    from thinkj.demo.plans import uses_bf16
     from thinkj.online.trl_grpo import GRPORun, run_trl_grpo
 
     plan = ctx.plan
@@ -29,7 +30,8 @@ def online(ctx) -> dict[str, Any]:
         prompts_per_step=plan.online_prompts_per_step, max_completion_length=plan.online_max_completion,
         max_rows=plan.online_max_rows, seed=ctx.seed, save_steps=plan.online_steps, device="cpu",
         # TRL turns checkpointing on by default; off, 3 smollm2 steps took 128 instead of 137 s, bitwise the same weights
-        extra={"gradient_checkpointing": plan.gradient_checkpointing}))
+        # bf16 autocast as in the LlamaFactory stages (cpu_bf16); fp32 master weights
+        extra={"gradient_checkpointing": plan.gradient_checkpointing, "bf16": uses_bf16(plan, "training")}))
     models["online"] = out / "model"
     return {"start": str(start), "data": str(data), "steps": summary["steps"], "first_reward": summary["first_reward"],
             "last_reward": summary["last_reward"], "curves": summary["curves"]}

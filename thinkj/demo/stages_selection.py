@@ -13,12 +13,13 @@ from typing import Any
 
 def difficulty(ctx) -> dict[str, Any]:
     from thinkj.data.difficulty import run_difficulty
+    from thinkj.demo.plans import hf_backend_args
 
     plan = ctx.plan
     out = ctx.stage("difficulty") / "kept.jsonl"
     summary = run_difficulty(ctx.artifacts["train_pairs"], out, model=str(ctx.artifacts["base_model"]), backend="hf",
                              k=plan.difficulty_k, temperature=1.0, max_new_tokens=plan.difficulty_max_new_tokens,
-                             seed=ctx.seed, template=plan.template, backend_kwargs={"batch_size": plan.difficulty_batch},
+                             seed=ctx.seed, template=plan.template, backend_kwargs=hf_backend_args(plan, plan.difficulty_batch),
                              chunk=128, limit=plan.difficulty_pairs)
     ctx.artifacts["selected_pairs"] = out
     return {k: summary[k] for k in ("n_in", "n_out", "k", "unparsable_samples", "failure_histogram", "cache")}

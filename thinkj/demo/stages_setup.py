@@ -44,11 +44,12 @@ def make_data(ctx) -> dict[str, Any]:
 
 
 def judge_base(ctx) -> dict[str, Any]:
+    from thinkj.demo.plans import hf_backend_args
     from thinkj.inference import SamplingParams, make_backend
     from thinkj.judging import accuracy_summary, judge_both_orders
     from thinkj.records import load_pairs
 
-    backend = make_backend("hf", str(ctx.artifacts["base_model"]), batch_size=32)
+    backend = make_backend("hf", str(ctx.artifacts["base_model"]), **hf_backend_args(ctx.plan, 32))
     pairs = load_pairs(ctx.artifacts["test_pairs"])[:ctx.plan.base_preview]
     records = judge_both_orders(backend, pairs, ctx.plan.template, SamplingParams(max_new_tokens=32))
     write_jsonl(ctx.stage("judge_base") / "judgments.jsonl", records)

@@ -69,6 +69,7 @@ class LazyBackend:
             raise UnknownNameError(f"unknown backend {backend!r}; available: {', '.join(sorted(_BACKENDS))}, {SCALAR_BACKEND}")
         self.backend, self.name, self.kwargs = backend, str(model), kwargs
         self.revision = kwargs.get("revision")
+        self.precision = None if kwargs.get("dtype", "auto") == "auto" else str(kwargs["dtype"])  # as the engines do
         if backend in LOCAL_ENGINES:  # a missing model folder fails now, even when the cache could answer
             check_model_source(self.name, self.revision)
         self._inner: InferenceBackend | None = None

@@ -6,7 +6,8 @@ store is SQLite in WAL mode, written one row per finished call, so a kill loses 
 flight. Failures are recorded too (with the error text), never silently dropped.
 
 The model identity (:func:`thinkj.inference.identity.model_identity`) is the model's fingerprint, not its
-path: a model retrained into the same folder is judged again, never served the old model's answers.
+path: a model retrained into the same folder is judged again, never served the old model's answers. A backend
+that runs the model in a non-default precision (``dtype=bfloat16``) adds it to the identity.
 
     cache = ResultCache(run_dir / "cache.sqlite")
     backend = CachedBackend(make_backend("hf", model), cache, tag="judge_strength_v2")
@@ -91,6 +92,9 @@ class CachedBackend:
         # A backend that keys its own records (HTTP: a served model name) is keyed on that name, so the keys agree.
         self.identity = identity or (backend.name if records_itself else
                                      model_identity(backend.name, getattr(backend, "revision", None)))
+        precision = getattr(backend, "precision", None)  # a model run in bf16 answers differently from fp32
+        if precision and identity is None:
+            self.identity += f"|{precision}"
         if getattr(backend, "cache", ...) is None:
             # A backend that records per-call results and failures itself (the HTTP client) shares our cache, so a
             # call that failed after its retries stays a recorded failure instead of a stored empty answer.

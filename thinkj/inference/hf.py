@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from thinkj.errors import ThinkJError
 from thinkj.inference.base import Messages, SamplingParams
 from thinkj.progress import progress_bar
 
@@ -41,7 +42,12 @@ class HFBackend:
         self.tokenizer.padding_side = "left"  # decoder-only batching: prompts must end at the same column
         if self.tokenizer.pad_token is None:
             self.tokenizer.pad_token = self.tokenizer.eos_token
-        torch_dtype = {"auto": "auto", "float32": torch.float32, "bfloat16": torch.bfloat16}[dtype]
+        dtypes = {"auto": "auto", "float32": torch.float32, "bfloat16": torch.bfloat16}
+        if dtype not in dtypes:
+            raise ThinkJError(f"hf backend: dtype must be one of {', '.join(dtypes)}, got {dtype!r}")
+        torch_dtype = dtypes[dtype]
+        # Part of the generation cache key (CachedBackend): bf16 and fp32 greedy outputs can differ.
+        self.precision = None if dtype == "auto" else dtype
         self.model = AutoModelForCausalLM.from_pretrained(model_path, dtype=torch_dtype).to(self.device).eval()
 
     def _batch_inputs(self, texts: list[str]) -> dict:

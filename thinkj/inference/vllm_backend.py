@@ -33,6 +33,7 @@ class VLLMBackend:
 
         self.name = str(model_path)
         self.chat_template, self.use_tqdm = chat_template, use_tqdm
+        self.precision = None if dtype == "auto" else dtype  # in the generation cache key, as for the HF backend
         on_cpu = current_platform.is_cpu()
         if on_cpu:
             # The CPU build sizes its KV cache from this variable (GiB); set only if the user has not.
