@@ -150,10 +150,10 @@ PLANS.add("tiny", DemoPlan(model="tiny", profile="tiny", task="fruit"))
 # judge prompt is ~265 tokens, ~200 of them shared (the HF backend runs that prefix once per batch), so decoding
 # dominates generation; full fine-tuning costs ~2 s per ~270-token sequence in bf16 autocast (cpu_bf16, CPUs with
 # native bf16; ~3 s in fp32). The judge's answer is ~50 tokens (at most ~70), so generation budgets are 96 tokens.
-# Measured from a fresh clone, seed 0 (experiments/LOG.md): 862 s of stage time (SFT 271, evaluation 283). At this
-# budget the SFT judge learns the format, not the comparison (init ~55 %); the probe in experiments/LOG.md needed
-# 64 examples x 32 steps at 1e-4 for 90 %. The critic gets 16 steps: with 8 it argued the told side on 2 of 16
-# comparisons (8 rule-based fallback pairs), with 16 on 10 of 16, with 24 on 32 of 32. A larger offline stage
+# Measured from a fresh clone, seed 0 (experiments/LOG.md), with fp32 generation and 16 judge steps at 5e-5: 862 s of
+# stage time (SFT 271, evaluation 283). That judge learned the format, not the comparison (init ~55 %); the probe in
+# experiments/LOG.md needed 64 examples x 32 steps at 1e-4 for 90 %. The critic gets 16 steps: with 8 it argued the
+# told side on 2 of 16 comparisons (8 rule-based fallback pairs), with 16 on 10 of 16, with 24 on 32 of 32. A larger offline stage
 # (24-step critic, 32 comparisons, 16 DPO steps at 5e-5) cost 1050 s and lowered offline to 43 %. With the critic's
 # wrong-side examples arguing the side they are told (Task.argue), 32 comparisons and DPO at 1e-4 gave offline 55.0
 # after 16 steps and 46.7 (10 % unparsed) after 32: DPO fits the training pairs (reward accuracy 1.0) without
@@ -161,14 +161,16 @@ PLANS.add("tiny", DemoPlan(model="tiny", profile="tiny", task="fruit"))
 # The judge also generates in bf16 (bf16_generation) and GRPO trains in bf16 autocast (cpu_bf16): 60 held-out
 # judgments by the init judge took ~67 s in fp32 (batch 20) and 41 s in bf16 (batch 30; 47 s at 20, 47-58 s at 60),
 # with 31 against 33 right; 3 GRPO steps 128 -> 81 s in the demo. A developer run of seed 0 with both (and
-# sft_lr=3e-4, which left init at 55.0) took 565 s of stage time instead of 752-862.
+# sft_lr=3e-4, which left init at 55.0) took 565 s of stage time instead of 752-862. The time saved goes to the SFT
+# judge: 32 steps at 1e-4 (probe G's budget) instead of 16 at 5e-5 took init from 55.0 / pair 20.0 to 76.7 / 53.3
+# on seed 0 (developer run, 667 s of stage time); the critic keeps 16 steps, now at 1e-4.
 PLANS.add("smollm2", DemoPlan(
     model="smollm2", profile="smollm2-135m-instruct", task="facts",
     train_pairs=256, test_pairs=30, base_preview=0,
     # zero-shot the base model writes no verdict within 8 tokens, so the filter keeps (nearly) all: it runs the stage
     difficulty_pairs=40, difficulty_k=3, difficulty_max_new_tokens=8, difficulty_batch=20,
     dedup_threshold=0.95,
-    sft_steps=16, critic_steps=16, sft_batch=4, sft_lr=5e-5, sft_scheduler="cosine", sft_warmup=2, cutoff_len=512,
+    sft_steps=32, critic_steps=16, sft_batch=4, sft_lr=1e-4, sft_scheduler="cosine", sft_warmup=2, cutoff_len=512,
     cpu_bf16=True, bf16_generation=True, gradient_checkpointing=False,
     pair_limit=16, pair_max_new_tokens=96, pair_batch=16,
     dpo_steps=4, dpo_batch=2, dpo_lr=1e-5,
