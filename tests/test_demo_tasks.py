@@ -138,3 +138,23 @@ def test_a_stage_run_alone_without_its_inputs_names_them(tmp_path):
 
     with pytest.raises(ThinkJError, match="needs 'models'.*--only"):
         run_demo(tmp_path / "run", model="tiny", only=["dpo"])
+
+
+def test_every_task_module_defines_the_interface_and_a_partial_one_is_named(monkeypatch):
+    import sys
+    import types
+
+    import pytest
+
+    from thinkj.demo.tasks import TASK_INTERFACE, TASKS, get_task
+    from thinkj.errors import ThinkJError
+
+    for name in TASKS:
+        assert get_task(name).module.__name__ == TASKS[name]
+    partial = types.ModuleType("partial_demo_task")
+    partial.explain = partial.argue = lambda *a: ""
+    monkeypatch.setitem(sys.modules, "partial_demo_task", partial)
+    monkeypatch.setitem(TASKS, "partial", "partial_demo_task")
+    with pytest.raises(ThinkJError, match="does not define split_pairs, rule_verdict, describe_response, asks"):
+        get_task("partial")
+    assert len(TASK_INTERFACE) == 7

@@ -220,6 +220,22 @@ def strength_against(worse: str, pair: PreferencePair) -> int:
     return 3 if kind == "refuses to answer" else 1 if kind == "hedges between two answers" else 2
 
 
+# The demo's task interface (thinkj.demo.tasks.TASK_INTERFACE), in terms of a pair.
+
+def split_pairs(n: int, seed: int, split: str) -> list[PreferencePair]:
+    return make_pairs(n, seed=seed, split=split)
+
+
+def describe_response(response: str, pair: PreferencePair) -> str:
+    fact = fact_of(pair.instruction)
+    return describe(response, fact) if fact else "answers something"
+
+
+def asks(pair: PreferencePair) -> str:
+    fact = fact_of(pair.instruction)
+    return f"So they want one fact: {fact.value}, if I remember right." if fact else "So they want one fact."
+
+
 def split_report() -> dict[str, int]:
     """Entities and values per split, and how many are shared (must be 0)."""
     train, test = facts("train"), facts("test")

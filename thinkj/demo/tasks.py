@@ -2,55 +2,52 @@
 
 * ``fruit`` (:mod:`thinkj.demo.tiny_task`): "Name a fruit." -- learnable by a 0.4 M-parameter random-init model.
 * ``facts`` (:mod:`thinkj.demo.fact_task`): well-known facts with held-out entities -- for SmolLM2-135M-Instruct.
+
+A task is a module that defines every function of ``TASK_INTERFACE``; registering a new one is one line in
+``TASKS``.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from types import ModuleType
 
+from thinkj.errors import ThinkJError
 from thinkj.records import PreferencePair
 from thinkj.registry import Registry
+
+# what a task module defines, each in terms of a PreferencePair
+TASK_INTERFACE = ("split_pairs", "explain", "argue", "rule_verdict", "describe_response", "asks", "strength_against")
 
 
 @dataclass(frozen=True)
 class Task:
     name: str
-    module: Any
+    module: ModuleType
 
     def make_pairs(self, n: int, seed: int, split: str) -> list[PreferencePair]:
-        if self.name == "fruit":  # the tiny task has no entity split: the test seed is offset instead
-            return self.module.make_pairs(n, seed=seed + (10_000 if split == "test" else 0), id_prefix=split)
-        return self.module.make_pairs(n, seed=seed, split=split)
+        """``n`` pairs of ``split`` ("train" or "test"), drawn with ``seed``."""
+        return self.module.split_pairs(n, seed, split)
 
     def explain(self, pair: PreferencePair) -> str:
+        """The rule-based rationale a good judge writes (the scripted teacher summarises to it)."""
         return self.module.explain(pair)
 
     def argue(self, pair: PreferencePair, side: str) -> str:
-        """A rationale that concludes for ``side``; the fruit task's rationale names no side, so it serves both."""
-        if self.name == "fruit":
-            return self.module.explain(pair)
+        """A rationale that concludes for ``side``, right or wrong (the critic's wrong-side examples)."""
         return self.module.argue(pair, side)
 
     def rule_verdict(self, pair: PreferencePair) -> str:
         return self.module.rule_verdict(pair)
 
     def describe(self, response: str, pair: PreferencePair) -> str:
-        if self.name == "fruit":
-            return self.module.describe(response, self.module.asked_category(pair.instruction))
-        fact = self.module.fact_of(pair.instruction)
-        return self.module.describe(response, fact) if fact else "answers something"
+        """What ``response`` does with what the pair's question asks, e.g. "says Paris, which is correct"."""
+        return self.module.describe_response(response, pair)
 
     def asks(self, pair: PreferencePair) -> str:
-        if self.name == "fruit":
-            return f"So they want {self.module.asked_category(pair.instruction) or 'something specific'}."
-        fact = self.module.fact_of(pair.instruction)
-        return f"So they want one fact: {fact.value}, if I remember right." if fact else "So they want one fact."
+        return self.module.asks(pair)
 
     def strength_against(self, worse: str, pair: PreferencePair) -> int:
-        if self.name == "fruit":
-            kind = self.describe(worse, pair)
-            return 3 if kind == "refuses to answer" else 1 if kind == "hedges between two answers" else 2
         return self.module.strength_against(worse, pair)
 
 
@@ -60,4 +57,10 @@ TASKS: Registry[str] = Registry("demo task", {"fruit": "thinkj.demo.tiny_task", 
 def get_task(name: str) -> Task:
     import importlib
 
-    return Task(name, importlib.import_module(TASKS.lookup(name)))
+    path = TASKS.lookup(name)
+    module = importlib.import_module(path)
+    missing = [f for f in TASK_INTERFACE if not callable(getattr(module, f, None))]
+    if missing:
+        raise ThinkJError(f"demo task {name!r} ({path}) does not define {', '.join(missing)}; a task module defines "
+                          f"{', '.join(TASK_INTERFACE)}")
+    return Task(name, module)

@@ -112,3 +112,28 @@ def rule_verdict(pair: PreferencePair) -> str:
     category = asked_category(pair.instruction) or pair.meta.get("category", "")
     ok = [describe(r, category) == f"names {_article(category)} {category}" for r in (pair.response_a, pair.response_b)]
     return "a" if ok[0] and not ok[1] else "b" if ok[1] and not ok[0] else "tie"
+
+
+# The demo's task interface (thinkj.demo.tasks.TASK_INTERFACE), in terms of a pair.
+
+def split_pairs(n: int, seed: int, split: str) -> list[PreferencePair]:
+    """``n`` pairs of one split. The fruit task has no entity split: the test split draws with an offset seed."""
+    return make_pairs(n, seed=seed + (10_000 if split == "test" else 0), id_prefix=split)
+
+
+def argue(pair: PreferencePair, side: str) -> str:
+    """A rationale for ``side``: :func:`explain` names no side, so it serves both."""
+    return explain(pair)
+
+
+def describe_response(response: str, pair: PreferencePair) -> str:
+    return describe(response, asked_category(pair.instruction))
+
+
+def asks(pair: PreferencePair) -> str:
+    return f"So they want {asked_category(pair.instruction) or 'something specific'}."
+
+
+def strength_against(worse: str, pair: PreferencePair) -> int:
+    kind = describe_response(worse, pair)
+    return 3 if kind == "refuses to answer" else 1 if kind == "hedges between two answers" else 2
