@@ -1,6 +1,6 @@
 """``thinkj smoke``: the whole method in one run directory, on SmolLM2-135M-Instruct or the tiny model.
 
-    thinkj smoke --model smollm2 --run-dir runs/demo --seed 0      # make demo       (~15 min of stages, 2 cores)
+    thinkj smoke --model smollm2 --run-dir runs/demo --seed 0      # make demo       (~11-12 min of stages, 2 cores)
     thinkj smoke --model tiny --run-dir runs/demo-tiny              # make demo-tiny  (~3 min; what the tests use)
     thinkj smoke --model smollm2 --run-dir runs/demo --only summary # re-render from a finished run
 
