@@ -6,8 +6,9 @@
 Starts from a finished ``make demo`` run folder (its init judge ``sft/judge_sft``, its critic ``sft/critic_sft`` and
 its generated data): builds critic-guided pairs on the first ``--pairs`` training comparisons (cached per run and
 size under ``--out``), trains LlamaFactory DPO with the SFT term (``pref_ftx = --ftx``) from the init judge, judges the
-run's first 30 held-out pairs in both orders (greedy, as the demo's evaluation) and appends accuracy, pair accuracy,
-unparsed answers and timings to ``<out>/results.jsonl``. Quicker than a whole demo rerun for sweeping the DPO budget.
+run's first 30 held-out pairs in both orders (greedy, in fp32: the demo itself now generates in bf16) and appends
+accuracy, pair accuracy, unparsed answers and timings to ``<out>/results.jsonl``. Quicker than a whole demo rerun
+for sweeping the DPO budget.
 """
 
 from __future__ import annotations

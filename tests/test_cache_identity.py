@@ -7,6 +7,7 @@ the cache (0 generated) and reported the old model's judgments.
 
 from __future__ import annotations
 
+import json
 import time
 
 import pytest
@@ -106,3 +107,22 @@ def test_hf_backend_rejects_an_unknown_dtype(tmp_path):
     model = build_tiny_model(tmp_path / "model", seed=0)
     with pytest.raises(ThinkJError, match="dtype must be one of auto, float32, bfloat16"):
         make_backend("hf", str(model), dtype="float16")
+
+
+def test_eval_run_records_its_backend_args_and_keys_their_precision(tmp_path):
+    model = build_tiny_model(tmp_path / "model", seed=0)
+    data = write_rewardbench_fixture(tmp_path / "rb.jsonl", subsets=("alpacaeval-easy", "donotanswer"))
+    out = tmp_path / "out"
+    args = ["run", "rewardbench", "--model", str(model), "--data", str(data), "--max-new-tokens", "6", "--out", str(out),
+            "--backend-arg", "dtype=bfloat16"]
+    result = CliRunner().invoke(app, args)
+    assert result.exit_code == 0, (result.output, result.exception)
+    document = json.loads((out / "rewardbench.results.json").read_text())
+    assert document["provenance"]["backend_args"] == {"dtype": "bfloat16"}
+    result = CliRunner().invoke(app, args[:-2])  # the same run in the default precision is judged again
+    assert result.exit_code == 0, (result.output, result.exception)
+    cache = ResultCache(out / "cache.sqlite")
+    try:
+        assert cache.counts()["results"] == 8
+    finally:
+        cache.close()

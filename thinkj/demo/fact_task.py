@@ -215,8 +215,7 @@ def rule_verdict(pair: PreferencePair) -> str:
 
 
 def strength_against(worse: str, pair: PreferencePair) -> int:
-    fact = fact_of(pair.instruction)
-    kind = describe(worse, fact) if fact else ""
+    kind = describe_response(worse, pair)
     return 3 if kind == "refuses to answer" else 1 if kind == "hedges between two answers" else 2
 
 

@@ -74,7 +74,8 @@ def evaluate(ctx) -> dict[str, Any]:
     # Only the judges of the Table 4 layout: the critic argues a side it is told, it is not a judge.
     for row in [r for r in ROW_ORDER if r in models]:
         out = ctx.stage("evaluation") / row
-        backend = make_backend("hf", str(models[row]), **hf_backend_args(plan, plan.eval_batch))
+        backend_args = hf_backend_args(plan, plan.eval_batch)
+        backend = make_backend("hf", str(models[row]), **backend_args)
         cache = ResultCache(out / "cache.sqlite")
         # One generate call over every benchmark's prompts fills the cache; per-benchmark runs below only read it.
         everything = [p for pairs, _ in slices.values() for p in pairs]
@@ -83,7 +84,8 @@ def evaluate(ctx) -> dict[str, Any]:
         table[row] = {}
         for bench, (pairs, source) in slices.items():
             cfg = EvalConfig(bench, str(models[row]), "hf", plan.template, source, None, len(pairs), out, params,
-                             {"model": plan.model, "method": row}, chunk_pairs=len(pairs) or 1)
+                             {"model": plan.model, "method": row}, chunk_pairs=len(pairs) or 1,
+                             backend_kwargs=backend_args)  # recorded in the results' provenance (dtype)
             records = judge_records(backend, pairs, cfg, cache)
             write_jsonl(out / f"{bench}.judgments.jsonl", records)
             ctx.artifacts.setdefault("judgments", {}).setdefault(row, {})[bench] = out / f"{bench}.judgments.jsonl"

@@ -145,7 +145,7 @@ def _data_fingerprint(source: str | None) -> dict[str, Any]:
 
 def provenance(cfg: EvalConfig, source: str | None, n_items: int, scorer_kind: str | None = None) -> dict[str, Any]:
     return {"model_path": cfg.model, "template": None if cfg.backend == SCALAR_BACKEND else cfg.template,
-            "backend": cfg.backend, "scorer": scorer_kind,
+            "backend": cfg.backend, "backend_args": dict(cfg.backend_kwargs), "scorer": scorer_kind,
             "sampling": None if cfg.backend == SCALAR_BACKEND else cfg.params.to_dict(),
             "seed": cfg.params.seed, "data": {**_data_fingerprint(source), "split": cfg.split, "limit": cfg.limit},
             "n_items": n_items, "versions": _versions(), "git_commit": _git_commit(),
