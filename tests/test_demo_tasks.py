@@ -91,6 +91,24 @@ def test_summary_metrics_and_checks():
                                      "best_pair_accuracy_at_least_60": True}
 
 
+def test_paired_comparison_counts_the_judgments_only_one_row_got_right():
+    from thinkj.demo.summary import paired_comparison
+
+    def judged(rights):
+        return [{"item_id": f"i{k // 2}", "order": ("original", "swapped")[k % 2], "correct": ok, "verdict": "a"}
+                for k, ok in enumerate(rights)]
+
+    earlier = judged([True] * 6 + [False] * 4)  # 60 %
+    later = judged([True] * 5 + [False] + [True] * 4)  # one lost, four gained: 90 %
+    later.append({"item_id": "i0", "order": "original", "sample": 1, "correct": False, "verdict": "b"})  # not greedy
+    c = paired_comparison(later, earlier, row_metrics(earlier))
+    assert (c["change_points"], c["only_later_right"], c["only_earlier_right"], c["n_judgments"]) == (30.0, 4, 1, 10)
+    assert c["mcnemar_p"] == 0.375  # 2 * P(X <= 1 | 5, 1/2) = 2 * 6/32
+    # 60 % of 10 ends its interval at 83.2 %, so only 10 of 10 (lower bound 72.2 %)... is not enough either
+    assert c["accuracy_needed_for_separated_ci"] is None
+    assert paired_comparison(later, later, row_metrics(later))["change_points"] == 0.0
+
+
 def test_every_demo_plan_names_a_judge_and_a_critic_template_and_a_known_online_data():
     from thinkj.demo.plans import ONLINE_DATA, PLANS
 

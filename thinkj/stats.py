@@ -1,7 +1,9 @@
 """Small statistics for reporting accuracies honestly: score intervals for a rate and for a difference.
 
 Wilson's score interval for one proportion, and Newcombe's hybrid score interval (method 10 in
-Newcombe, Statistics in Medicine 17:873-890, 1998) for the difference of two independent ones.
+Newcombe, Statistics in Medicine 17:873-890, 1998) for the difference of two independent ones. Two judges scored on
+the same judgments are compared with McNemar's exact test (the two-sided binomial test on the judgments where exactly
+one of them is right; McNemar, Psychometrika 12:153-157, 1947).
 """
 
 from __future__ import annotations
@@ -31,3 +33,22 @@ def diff_interval(k1: float, n1: int, k2: float, n2: int, z: float = Z95) -> tup
     lower = d - math.sqrt((p2 - l2) ** 2 + (u1 - p1) ** 2)
     upper = d + math.sqrt((u2 - p2) ** 2 + (p1 - l1) ** 2)
     return max(-1.0, lower), min(1.0, upper)
+
+
+def mcnemar_exact(only_first: int, only_second: int) -> float:
+    """Two-sided exact p-value of McNemar's test: ``only_first`` judgments right for the first judge alone,
+    ``only_second`` for the second alone; under no difference each discordant judgment is a fair coin."""
+    n = only_first + only_second
+    if n == 0:
+        return 1.0
+    k = min(only_first, only_second)
+    tail = sum(math.comb(n, i) for i in range(k + 1)) / 2.0**n
+    return min(1.0, 2.0 * tail)
+
+
+def successes_needed_above(upper: float, n: int, z: float = Z95) -> int | None:
+    """The fewest successes out of ``n`` whose Wilson interval lies wholly above ``upper`` (None: not even ``n``)."""
+    for k in range(n + 1):
+        if wilson_interval(k, n, z)[0] > upper:
+            return k
+    return None

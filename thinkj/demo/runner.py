@@ -197,6 +197,11 @@ def print_results(document: dict[str, Any]) -> None:
         ci = f"[{m['accuracy_ci95'][0]:.1f}, {m['accuracy_ci95'][1]:.1f}]"
         print(f"{row:9s} {m['accuracy']:8.1f} {ci:>14s} {m['pair_accuracy']:9.1f} {m['consistency']:10.1f} "
               f"{m['parse_failure']:9.1f} {m['n_items']:6d}")
+    for name, c in (document.get("comparisons") or {}).items():
+        needed = c["accuracy_needed_for_separated_ci"]
+        print(f"{name.replace('_vs_', ' vs '):17s} {c['change_points']:+6.1f} points; right only in one: "
+              f"{c['only_later_right']} vs {c['only_earlier_right']} (McNemar exact p = {c['mcnemar_p']:.2g}); "
+              f"separated intervals need {'an unreachable' if needed is None else f'{needed:.1f} %'}")
     checks = document.get("checks") or {}
     if checks:
         print("checks: " + ", ".join(f"{k}={v}" for k, v in checks.items()))

@@ -8,6 +8,11 @@ computed from the judgment records the evaluation stage wrote (held-out pairs, b
 * pair_accuracy: items judged right in both orders / items -- a position-constant judge scores 0 here;
 * consistency: items whose two orders pick the same response (both parsed) / items;
 * parse_failure: judgments without a verdict / judgments.
+
+``comparisons`` sets each later row against the one it builds on (init against base, offline and online against
+init) on the same judgments: the change in points, how many judgments only one of them got right, McNemar's exact
+p-value, and the accuracy the later row would need on this many judgments for the non-overlapping intervals that
+§4's checks ask for.
 """
 
 from __future__ import annotations
@@ -19,9 +24,10 @@ from typing import Any
 
 from thinkj.paths import PROJECT_ROOT
 from thinkj.records import read_jsonl, write_json
-from thinkj.stats import wilson_interval
+from thinkj.stats import mcnemar_exact, successes_needed_above, wilson_interval
 
 ROWS = ("base", "init", "offline", "online")
+COMPARISONS = (("init", "base"), ("offline", "init"), ("online", "init"))  # (later row, the row it builds on)
 
 
 def row_metrics(records: list[dict[str, Any]]) -> dict[str, Any]:
@@ -41,6 +47,25 @@ def row_metrics(records: list[dict[str, Any]]) -> dict[str, Any]:
     return {"accuracy": pct(right, n), "accuracy_ci95": [round(100 * low, 1), round(100 * high, 1)],
             "pair_accuracy": pct(pair_right, items), "consistency": pct(consistent, items),
             "parse_failure": pct(sum(r["verdict"] is None for r in judgments), n), "n_items": items, "n_judgments": n}
+
+
+def _first_samples(records: list[dict[str, Any]]) -> dict[tuple[str, str], bool]:
+    return {(r["item_id"], r["order"]): bool(r["correct"]) for r in records if r.get("sample", 0) == 0}
+
+
+def paired_comparison(later: list[dict[str, Any]], earlier: list[dict[str, Any]],
+                      earlier_metrics: dict[str, Any]) -> dict[str, Any]:
+    """``later`` against ``earlier`` on the judgments both made (same item, same order)."""
+    a, b = _first_samples(later), _first_samples(earlier)
+    shared = sorted(a.keys() & b.keys())
+    only_later = sum(a[k] and not b[k] for k in shared)
+    only_earlier = sum(b[k] and not a[k] for k in shared)
+    n = len(shared)
+    needed = successes_needed_above(earlier_metrics["accuracy_ci95"][1] / 100.0, n) if n else None
+    return {"change_points": round(100.0 * (only_later - only_earlier) / n, 1) if n else 0.0,
+            "only_later_right": only_later, "only_earlier_right": only_earlier, "n_judgments": n,
+            "mcnemar_p": float(f"{mcnemar_exact(only_later, only_earlier):.3g}"),
+            "accuracy_needed_for_separated_ci": round(100.0 * needed / n, 1) if needed is not None else None}
 
 
 def git_commit() -> str:
@@ -93,7 +118,10 @@ def summary(ctx) -> dict[str, Any]:
                  if "synthetic" in paths}
     if not judgments:  # a rerun of this stage alone: read what the evaluation stage left in the run
         judgments = {row: p for row in ROWS if (p := ctx.run_dir / "evaluation" / row / "synthetic.judgments.jsonl").exists()}
-    rows = {row: row_metrics([r for _, r in read_jsonl(judgments[row])]) for row in ROWS if row in judgments}
+    records = {row: [r for _, r in read_jsonl(judgments[row])] for row in ROWS if row in judgments}
+    rows = {row: row_metrics(records[row]) for row in records}
+    comparisons = {f"{later}_vs_{earlier}": paired_comparison(records[later], records[earlier], rows[earlier])
+                   for later, earlier in COMPARISONS if later in rows and earlier in rows}
     checks = learning_checks(rows)
     after = checks.get("best_trained") or ("init" if "init" in rows else None)
     example = before_after(judgments, after) if after else None
@@ -103,8 +131,8 @@ def summary(ctx) -> dict[str, Any]:
             if pair["id"] == example["item_id"]:
                 example["pair"] = {k: pair[k] for k in ("messages", "response_a", "response_b", "label")}
     document = {"model": ctx.plan.model, "task": ctx.plan.task, "seed": ctx.seed, "threads": ctx.plan.threads,
-                "rows": rows, "checks": checks, "example": example, "stage_seconds": dict(ctx.timings),
-                "stage_cpu_seconds": dict(ctx.cpu_seconds),
+                "rows": rows, "comparisons": comparisons, "checks": checks, "example": example,
+                "stage_seconds": dict(ctx.timings), "stage_cpu_seconds": dict(ctx.cpu_seconds),
                 "git_commit": git_commit(), "plan": asdict(ctx.plan)}
     # summary.json sits at the run's top: runs/demo/summary.json
     write_json(ctx.run_dir / "summary.json", document)
