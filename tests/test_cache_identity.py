@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import time
+from pathlib import Path
 
 import pytest
 from test_evaluation_run import write_rewardbench_fixture
@@ -98,15 +99,54 @@ def test_difficulty_filter_rejudges_in_another_precision(tmp_path):
 
     assert generated() == 3 and generated(dtype="auto") == 0  # "auto" is the default precision
     assert generated(dtype="bfloat16") == 3 and generated(dtype="bfloat16") == 0
-    assert generated(dtype="float32") == 3  # asked for explicitly, fp32 is keyed apart from "auto"
+    assert generated(dtype="float32") == 0  # the tiny checkpoint is float32: "auto" ran exactly this
+
+
+def _declare_dtype(model: Path, dtype: str) -> None:
+    config = json.loads((model / "config.json").read_text())
+    config.pop("torch_dtype", None)
+    config["dtype"] = dtype
+    (model / "config.json").write_text(json.dumps(config))
+
+
+def test_cache_keys_on_the_dtype_that_ran_not_the_one_asked_for(tmp_path):
+    """"auto" loads a bf16 checkpoint in bf16: it shares keys with dtype=bfloat16 and never serves a float32 run."""
+    from thinkj.inference.precision import expected_precision
+
+    model = build_tiny_model(tmp_path / "model", seed=0)
+    _declare_dtype(model, "bfloat16")
+    src = tmp_path / "pairs.jsonl"
+    write_jsonl(src, make_pairs(3, seed=4))
+
+    def generated(**backend_kwargs) -> int:
+        return run_difficulty(src, tmp_path / "kept.jsonl", model=str(model), backend="hf", k=1, max_new_tokens=6,
+                              temperature=0.0, backend_kwargs=backend_kwargs)["cache"]["generated"]
+
+    assert generated() == 3 and generated(dtype="bfloat16") == 0 and generated(dtype="float32") == 3
+    # known before loading, as the lazy evaluation backend needs it
+    assert expected_precision("hf", model, "auto", on_cpu=True) == "bfloat16"
+    assert expected_precision("vllm", model, "auto", on_cpu=True) is None  # our vLLM backend runs fp32 on CPU
+    assert expected_precision("hf", model, "float32", on_cpu=True) is None
+
+
+def test_precision_that_cannot_be_known_or_does_not_match_fails_in_one_line(tmp_path):
+    from thinkj.inference.precision import check_precision, expected_precision
+
+    with pytest.raises(ThinkJError, match="config.json cannot be read.*pass dtype="):
+        expected_precision("hf", tmp_path, "auto", on_cpu=True)  # a folder without a config
+    with pytest.raises(ThinkJError, match="dtype must be one of"):
+        expected_precision("hf", tmp_path, "fp8", on_cpu=True)
+    check_precision("bfloat16", "bfloat16", "m")
+    with pytest.raises(ThinkJError, match="expected to run in bfloat16 .* engine runs float16; pass dtype=float16"):
+        check_precision("bfloat16", "float16", "m")
 
 
 def test_hf_backend_rejects_an_unknown_dtype(tmp_path):
     from thinkj.inference import make_backend
 
     model = build_tiny_model(tmp_path / "model", seed=0)
-    with pytest.raises(ThinkJError, match="dtype must be one of auto, float32, bfloat16"):
-        make_backend("hf", str(model), dtype="float16")
+    with pytest.raises(ThinkJError, match="dtype must be one of auto, float32, bfloat16, float16"):
+        make_backend("hf", str(model), dtype="int8")
 
 
 def test_eval_run_records_its_backend_args_and_keys_their_precision(tmp_path):

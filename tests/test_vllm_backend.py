@@ -35,7 +35,8 @@ SCRIPT = textwrap.dedent('''
         summary = run_difficulty(work + "/pairs.jsonl", work + "/kept.jsonl", model=model, backend="vllm",
                                  backend_obj=backend, k=3, max_new_tokens=12)
         print("RESULT " + json.dumps({"sampled": sampled, "again": again, "greedy": greedy, "records": len(records),
-                                      "acc": accuracy_summary(records), "difficulty": summary}))
+                                      "acc": accuracy_summary(records), "difficulty": summary,
+                                      "precision": backend.precision}))
 ''')
 
 
@@ -59,3 +60,4 @@ def test_vllm_backend_generates_n_samples_and_judges(tmp_path, tiny_model_dir):
     difficulty = result["difficulty"]
     assert difficulty["n_in"] == 4 and difficulty["samples"] == 12 and difficulty["cache"]["generated"] == 12
     assert difficulty["n_out"] == sum(1 for f in difficulty["failures_per_pair"].values() if f >= 1)
+    assert result["precision"] is None  # dtype=auto on CPU resolved to float32, which adds nothing to cache keys

@@ -69,16 +69,28 @@ class LazyBackend:
             raise UnknownNameError(f"unknown backend {backend!r}; available: {', '.join(sorted(_BACKENDS))}, {SCALAR_BACKEND}")
         self.backend, self.name, self.kwargs = backend, str(model), kwargs
         self.revision = kwargs.get("revision")
-        self.precision = None if kwargs.get("dtype", "auto") == "auto" else str(kwargs["dtype"])  # as the engines do
+        self.precision: str | None = None
         if backend in LOCAL_ENGINES:  # a missing model folder fails now, even when the cache could answer
             check_model_source(self.name, self.revision)
+            # the cache key names the precision the engine will run in, known here without loading the model
+            import torch
+
+            from thinkj.inference.precision import expected_precision
+            from thinkj.models import resolve_model
+
+            self.precision = expected_precision(backend, resolve_model(self.name), str(kwargs.get("dtype", "auto")),
+                                                on_cpu=not torch.cuda.is_available(), revision=self.revision)
         self._inner: InferenceBackend | None = None
 
     def generate(self, conversations, params: SamplingParams) -> list[list[str]]:
         if self._inner is None:
-            from thinkj.inference import make_backend
+            from thinkj.inference import LOCAL_ENGINES, make_backend
+            from thinkj.inference.precision import check_precision
 
-            self._inner = make_backend(self.backend, self.name, **self.kwargs)
+            inner = make_backend(self.backend, self.name, **self.kwargs)
+            if self.backend in LOCAL_ENGINES:  # nothing generated yet, so a wrong key has stored nothing
+                check_precision(self.precision, getattr(inner, "precision", None), self.name)
+            self._inner = inner
         return self._inner.generate(conversations, params)
 
 

@@ -7,7 +7,8 @@ flight. Failures are recorded too (with the error text), never silently dropped.
 
 The model identity (:func:`thinkj.inference.identity.model_identity`) is the model's fingerprint, not its
 path: a model retrained into the same folder is judged again, never served the old model's answers. A backend
-that runs the model in a non-default precision (``dtype=bfloat16``) adds it to the identity.
+that runs the model in another precision than float32 adds the precision that ran (``|bfloat16``, whether asked for
+or resolved from ``dtype=auto``; :mod:`thinkj.inference.precision`) to the identity.
 
     cache = ResultCache(run_dir / "cache.sqlite")
     backend = CachedBackend(make_backend("hf", model), cache, tag="judge_strength_v2")
@@ -92,7 +93,7 @@ class CachedBackend:
         # A backend that keys its own records (HTTP: a served model name) is keyed on that name, so the keys agree.
         self.identity = identity or (backend.name if records_itself else
                                      model_identity(backend.name, getattr(backend, "revision", None)))
-        precision = getattr(backend, "precision", None)  # a model run in bf16 answers differently from fp32
+        precision = getattr(backend, "precision", None)  # the dtype that ran: bf16 answers differ from fp32
         if precision and identity is None:
             self.identity += f"|{precision}"
         if getattr(backend, "cache", ...) is None:

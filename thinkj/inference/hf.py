@@ -12,6 +12,7 @@ from pathlib import Path
 
 from thinkj.errors import ThinkJError
 from thinkj.inference.base import Messages, SamplingParams
+from thinkj.inference.precision import DTYPES, precision_key
 from thinkj.progress import progress_bar
 
 MIN_SHARED_PREFIX = 16  # tokens; below this, one extra forward pass costs more than it saves
@@ -42,13 +43,12 @@ class HFBackend:
         self.tokenizer.padding_side = "left"  # decoder-only batching: prompts must end at the same column
         if self.tokenizer.pad_token is None:
             self.tokenizer.pad_token = self.tokenizer.eos_token
-        dtypes = {"auto": "auto", "float32": torch.float32, "bfloat16": torch.bfloat16}
-        if dtype not in dtypes:
-            raise ThinkJError(f"hf backend: dtype must be one of {', '.join(dtypes)}, got {dtype!r}")
-        torch_dtype = dtypes[dtype]
-        # Part of the generation cache key (CachedBackend): bf16 and fp32 greedy outputs can differ.
-        self.precision = None if dtype == "auto" else dtype
+        if dtype not in DTYPES:
+            raise ThinkJError(f"hf backend: dtype must be one of {', '.join(DTYPES)}, got {dtype!r}")
+        torch_dtype = "auto" if dtype == "auto" else getattr(torch, dtype)
         self.model = AutoModelForCausalLM.from_pretrained(model_path, dtype=torch_dtype).to(self.device).eval()
+        # Part of the generation cache key (CachedBackend): the dtype that loaded ("auto" is the checkpoint's).
+        self.precision = precision_key(self.model.dtype)
 
     def _batch_inputs(self, texts: list[str]) -> dict:
         """``generate`` kwargs for one batch: left-padded ids, or a shared prefix's KV cache plus padded suffixes."""

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from thinkj.inference.base import Messages, SamplingParams
+from thinkj.inference.precision import precision_key
 
 
 class VLLMBackend:
@@ -33,7 +34,6 @@ class VLLMBackend:
 
         self.name = str(model_path)
         self.chat_template, self.use_tqdm = chat_template, use_tqdm
-        self.precision = None if dtype == "auto" else dtype  # in the generation cache key, as for the HF backend
         on_cpu = current_platform.is_cpu()
         if on_cpu:
             # The CPU build sizes its KV cache from this variable (GiB); set only if the user has not.
@@ -50,6 +50,8 @@ class VLLMBackend:
         if not on_cpu:
             kwargs["gpu_memory_utilization"] = gpu_memory_utilization
         self.llm = LLM(**kwargs)
+        # Part of the generation cache key (CachedBackend): the dtype the engine resolved, "auto" included.
+        self.precision = precision_key(self.llm.llm_engine.model_config.dtype)
 
     def _sampling(self, params: SamplingParams):
         from vllm import SamplingParams as VLLMSamplingParams
