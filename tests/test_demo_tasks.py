@@ -176,3 +176,23 @@ def test_every_task_module_defines_the_interface_and_a_partial_one_is_named(monk
     with pytest.raises(ThinkJError, match="does not define split_pairs, rule_verdict, describe_response, asks"):
         get_task("partial")
     assert len(TASK_INTERFACE) == 7
+
+
+def test_offline_pairs_come_from_training_pairs_outside_the_seed_set(tmp_path):
+    from thinkj.demo.runner import DemoContext
+    from thinkj.demo.stages_offline import offline_pool
+    from thinkj.demo.tiny_task import make_pairs
+    from thinkj.records import write_jsonl
+
+    pairs = make_pairs(10, seed=3)
+    write_jsonl(tmp_path / "train.jsonl", pairs)
+    ctx = DemoContext(tmp_path / "run")
+    ctx.artifacts["train_pairs"] = tmp_path / "train.jsonl"
+    pool, left_out = offline_pool(ctx)  # no seed set in this run: every training pair
+    assert [p.id for p in pool] == [p.id for p in pairs] and left_out == 0
+    seed_set = ctx.run_dir / "seed_set" / "rl_pairs.jsonl"  # where the seed_set stage writes it
+    seed_set.parent.mkdir(parents=True)
+    write_jsonl(seed_set, [pairs[0], pairs[2], pairs[3]])
+    pool, left_out = offline_pool(ctx)
+    assert [p.id for p in pool] == [p.id for p in pairs if p.id not in {pairs[0].id, pairs[2].id, pairs[3].id}]
+    assert left_out == 3

@@ -90,15 +90,32 @@ def sft(ctx) -> dict[str, Any]:
     return summary
 
 
+def offline_pool(ctx) -> tuple[list, int]:
+    """The training pairs offline learning may use: those outside the seed set, in their generated order.
+
+    The paper builds its critic-guided pairs on preference data beyond the LIMJ707 seed set; here the judge was
+    SFT-trained on the seed set, so its pairs would mostly replay what it learned (measured: 11 of the first 16
+    training pairs of seed 0 were seed-set items, and the judge was right on all 16). Returns the pool and how many
+    training pairs the seed set took out of it.
+    """
+    from thinkj.records import load_pairs
+
+    pairs = load_pairs(ctx.artifacts["train_pairs"])
+    seed_pairs = ctx.artifacts.get("rl_pairs") or ctx.run_dir / "seed_set" / "rl_pairs.jsonl"
+    seen = {p.id for p in load_pairs(seed_pairs)} if Path(seed_pairs).exists() else set()
+    pool = [p for p in pairs if p.id not in seen]
+    return pool, len(pairs) - len(pool)
+
+
 def critic_pairs(ctx) -> dict[str, Any]:
-    """Stage 90: judge inference on training pairs, critic traces, DPO pairs (iteration 1)."""
+    """Stage 90: judge inference on training pairs outside the seed set, critic traces, DPO pairs (iteration 1)."""
     from thinkj.demo.plans import hf_backend_args
     from thinkj.offline.build import DPO_DATASET, build_critic_pairs
-    from thinkj.records import load_pairs
 
     out = ctx.stage("critic_pairs") / "iter_1"
     plan = ctx.plan
-    pairs = load_pairs(ctx.artifacts["train_pairs"])[:plan.pair_limit]
+    pool, in_seed_set = offline_pool(ctx)
+    pairs = pool[:plan.pair_limit]
     models = ctx.artifacts["models"]
     summary = build_critic_pairs(pairs, models["init"], models["critic"], out, dataset=DPO_DATASET,
                                  max_new_tokens=plan.pair_max_new_tokens, seed=ctx.seed,
@@ -107,7 +124,8 @@ def critic_pairs(ctx) -> dict[str, Any]:
     if summary["pairs"] < plan.min_pairs:
         summary = _add_rule_based_pairs(ctx, out, pairs, summary)
     ctx.artifacts["dpo_dataset_dir"] = out
-    return {"pairs": summary["pairs"], "counts": summary["counts"], "fallback_pairs": summary.get("fallback_pairs", 0)}
+    return {"pairs": summary["pairs"], "counts": summary["counts"], "fallback_pairs": summary.get("fallback_pairs", 0),
+            "comparisons": len(pairs), "seed_set_pairs_left_out": in_seed_set}
 
 
 def _add_rule_based_pairs(ctx, out: Path, pairs, summary: dict[str, Any]) -> dict[str, Any]:
