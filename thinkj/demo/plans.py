@@ -54,7 +54,7 @@ class DemoPlan:
     gradient_checkpointing: bool = True
     critic_wrong_side_every: int = 2
     # critic-guided pairs and DPO
-    pair_limit: int = 128
+    pair_limit: int = 128  # critic-guided pairs from the first N training pairs outside the seed set
     pair_max_new_tokens: int = 96
     pair_batch: int = 48
     min_pairs: int = 4
