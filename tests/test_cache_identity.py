@@ -129,6 +129,24 @@ def test_cache_keys_on_the_dtype_that_ran_not_the_one_asked_for(tmp_path):
     assert expected_precision("hf", model, "float32", on_cpu=True) is None
 
 
+def test_precision_of_a_hub_model_comes_from_its_cached_config_without_the_network(tmp_path, monkeypatch):
+    import huggingface_hub.constants
+
+    from thinkj.inference.precision import expected_precision
+
+    repo = tmp_path / "hub" / "models--org--bf16-model"
+    snapshot = repo / "snapshots" / "abc123"
+    snapshot.mkdir(parents=True)
+    (snapshot / "config.json").write_text(json.dumps({"torch_dtype": "bfloat16"}))
+    (repo / "refs").mkdir()
+    (repo / "refs" / "main").write_text("abc123")
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_CACHE", str(tmp_path / "hub"))
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    assert expected_precision("hf", "org/bf16-model", "auto", on_cpu=True) == "bfloat16"
+    with pytest.raises(ThinkJError, match="config.json cannot be read"):
+        expected_precision("hf", "org/not-cached", "auto", on_cpu=True)
+
+
 def test_precision_that_cannot_be_known_or_does_not_match_fails_in_one_line(tmp_path):
     from thinkj.inference.precision import check_precision, expected_precision
 

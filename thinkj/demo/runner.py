@@ -129,8 +129,8 @@ def _brief(name: str, summary: dict[str, Any]) -> str:
     if name == "sft":
         return f"judge loss {get('judge_sft', {}).get('train_loss')}, critic loss {get('critic_sft', {}).get('train_loss')}"
     if name == "critic_pairs":
-        return (f"{get('pairs')} DPO pairs from {get('comparisons')} training comparisons outside the seed set "
-                f"{get('counts')}")
+        return (f"{get('pairs')} DPO pairs from {get('comparisons')} training comparisons "
+                f"({get('seed_set_pairs_left_out')} seed-set pairs left out) {get('counts')}")
     if name == "dpo":
         return f"loss {get('train_loss')}"
     if name == "online":

@@ -36,20 +36,24 @@ def _hub_offline() -> bool:
     return os.environ.get("HF_HUB_OFFLINE", "").lower() in _OFFLINE
 
 
-def _cached_hub_commit(model: str, revision: str | None) -> str | None:
-    """The commit of the locally cached snapshot of a hub model, or None when it is not cached."""
+def cached_hub_file(model: str, filename: str, revision: str | None = None) -> Path | None:
+    """Where ``filename`` of a hub model lies in the local hub cache (no network), or None when it is not there."""
     try:
         from huggingface_hub import try_to_load_from_cache
     except ImportError:  # pragma: no cover - huggingface_hub comes with transformers
         return None
     try:
-        found = try_to_load_from_cache(model, "config.json", revision=revision)
+        found = try_to_load_from_cache(model, filename, revision=revision)
     except Exception:  # an id the hub client rejects: treated as not cached
         return None
-    if isinstance(found, str):
-        parts = Path(found).parts
-        if "snapshots" in parts:
-            return parts[parts.index("snapshots") + 1]
+    return Path(found) if isinstance(found, str) else None
+
+
+def _cached_hub_commit(model: str, revision: str | None) -> str | None:
+    """The commit of the locally cached snapshot of a hub model, or None when it is not cached."""
+    found = cached_hub_file(model, "config.json", revision)
+    if found is not None and "snapshots" in found.parts:
+        return found.parts[found.parts.index("snapshots") + 1]
     return None
 
 

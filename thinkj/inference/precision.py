@@ -30,7 +30,12 @@ def _config_file(model: str | Path, revision: str | None) -> Path | None:
         return local
     if Path(model).exists():
         return None
-    try:  # a hub id: its config alone, from the hub cache (or the hub, where reachable), as loading would fetch it
+    from thinkj.inference.identity import cached_hub_file
+
+    cached = cached_hub_file(str(model), "config.json", revision)
+    if cached is not None:
+        return cached
+    try:  # a hub id not cached yet: its config alone from the hub, where reachable, as loading would fetch it
         from huggingface_hub import hf_hub_download
 
         return Path(hf_hub_download(str(model), "config.json", revision=revision))
