@@ -35,7 +35,7 @@ def test_budget_counts_prompt_tokens_with_the_chat_template(tiny_model_dir):
 
 
 def test_too_long_pairs_are_recorded_not_generated(tmp_path, tiny_model_dir):
-    from thinkj.evaluation.loaders import load_benchmark
+    from thinkj.evaluation.registry import load_benchmark
     from thinkj.inference import SamplingParams, make_backend
     from thinkj.inference.cache import CachedBackend, ResultCache
 

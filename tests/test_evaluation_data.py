@@ -8,8 +8,8 @@ from collections import Counter
 import pytest
 from conftest import shared_data
 
-from thinkj.evaluation.loaders import load_benchmark, take_items
-from thinkj.evaluation.metrics import score
+from thinkj.evaluation.registry import load_benchmark, score
+from thinkj.evaluation.rows import take_items
 from thinkj.evaluation.specs import AUTOJ_GROUP_OF
 from thinkj.records import RecordError
 

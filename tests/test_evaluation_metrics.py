@@ -6,7 +6,8 @@ import json
 
 import pytest
 
-from thinkj.evaluation.metrics import load_records, score, trials
+from thinkj.evaluation.judgments import load_records, trials
+from thinkj.evaluation.registry import read_judgments, score
 from thinkj.evaluation.specs import (
     AUTOJ_GROUP_OF,
     REWARDBENCH_EXAMPLE_COUNTS,
@@ -219,7 +220,7 @@ def test_bad_record_names_file_line_and_field(tmp_path):
     rows[1]["verdict"], rows[1]["benchmark"] = "b", "autoj"
     path.write_text("\n".join(json.dumps(r) for r in rows) + "\n")
     with pytest.raises(RecordError, match="line 2, field 'benchmark'"):
-        load_records(path, "rewardbench")
+        read_judgments("rewardbench", path)
 
 
 def test_one_order_unknown_domain_and_bad_style_are_refused(tmp_path):
@@ -227,13 +228,13 @@ def test_one_order_unknown_domain_and_bad_style_are_refused(tmp_path):
     rows = both("chat:1", "a", "a", "b", domain="chat", chosen_style=0, rejected_style=1)
     path.write_text(json.dumps(rows[0]) + "\n")
     with pytest.raises(RecordError, match=r"rm\.jsonl, line 1, field 'order': .*only its original order"):
-        load_records(path, "rmbench")
+        read_judgments("rmbench", path)
     for field, value in (("domain", None), ("domain", "poetry"), ("chosen_style", 3), ("rejected_style", -1)):
         bad = [dict(r) for r in rows]
         bad[1][field] = value
         path.write_text("\n".join(json.dumps(r) for r in bad) + "\n")
         with pytest.raises(RecordError, match=f"line 2, field '{field}'"):
-            load_records(path, "rmbench")
+            read_judgments("rmbench", path)
         with pytest.raises(RecordError, match=f"field '{field}'"):
             score("rmbench", bad)
     with pytest.raises(RecordError, match="only its swapped order"):

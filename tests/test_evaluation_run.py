@@ -15,7 +15,7 @@ from typer.testing import CliRunner
 
 from thinkj.demo.tiny_task import make_pairs
 from thinkj.evaluation.cli import app
-from thinkj.evaluation.loaders import load_benchmark
+from thinkj.evaluation.registry import load_benchmark
 from thinkj.evaluation.run import EvalConfig, run_eval
 from thinkj.inference import SamplingParams, make_backend
 from thinkj.records import write_jsonl

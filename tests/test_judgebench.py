@@ -13,8 +13,7 @@ from typer.testing import CliRunner
 from thinkj.errors import ThinkJError
 from thinkj.evaluation.cli import app
 from thinkj.evaluation.judgebench import load_judgebench, pair_points
-from thinkj.evaluation.loaders import load_benchmark
-from thinkj.evaluation.metrics import score
+from thinkj.evaluation.registry import load_benchmark, score
 from thinkj.records import RecordError, write_jsonl
 
 runner = CliRunner()
@@ -48,6 +47,7 @@ def test_score_hand_worked():
     assert got["accuracy"] == 40.0  # 2 of 5 pairs, pooled (not a mean of categories)
     assert got["categories"] == {"knowledge": 50.0, "reasoning": 0.0, "math": 100.0, "coding": 0.0}
     assert got["complete"] is False and "net is > 0" in got["accuracy_rule"] and "metrics.py" in got["accuracy_rule"]
+    assert got["missing"] == ["gpt-4o-2024-05-13: 5 of 350 pairs"]
     assert got["consistency"] == 60.0  # k1, k2 and c1 (tie, tie) agree across orders; r1 flips, m1 unparsed
     with pytest.raises(ThinkJError, match="unparsed-half"):
         score("judgebench", records, unparsed_half=True)
@@ -97,3 +97,17 @@ def test_eval_run_then_score_on_tiny_model(tmp_path, tiny_model_dir):
     scored = runner.invoke(app, ["score", "judgebench", str(out / "judgebench.judgments.jsonl")])
     assert scored.exit_code == 0, scored.output
     assert json.loads(scored.output) == metrics
+
+
+@pytest.mark.slow
+def test_eval_run_with_limit_writes_an_incomplete_result_naming_what_is_missing(tmp_path, tiny_model_dir):
+    data = write_judgebench_fixture(tmp_path / "jb.jsonl")
+    out = tmp_path / "out"
+    result = runner.invoke(app, ["run", "judgebench", "--model", str(tiny_model_dir), "--data", str(data),
+                                 "--limit", "2", "--max-new-tokens", "4", "--out", str(out)])
+    assert result.exit_code == 0, (result.output, result.exception)
+    document = json.loads((out / "judgebench.results.json").read_text())
+    assert document["complete"] is False and document["metrics"]["complete"] is False
+    missing = document["metrics"]["missing"]
+    assert missing[0] == "--limit 2" and "gpt-4o-2024-05-13: 2 of 350 pairs" in missing
+    assert sum(m.startswith("category ") for m in missing) == 2  # two of the four categories were not judged

@@ -108,9 +108,12 @@ def test_score_from_records_overall_is_mean_of_six_with_missing_zero():
     assert got["ties"]["score"] == pytest.approx(100 * ties, abs=0.01)
     assert got["overall"] == pytest.approx(100 * (0.5 + 0.25 + ties) / 6, abs=0.01)
     assert got["complete"] is False and got["official"] is True and got["mode"] == "four"
+    # what is missing is named, so a table can say why the run is partial
+    assert got["missing"] == ["Factuality: 2 of 475 prompts", "subset Precise IF", "Math: 1 of 183 prompts",
+                              "subset Safety", "subset Focus", "Ties: 2 of 102 prompts"]
     assert "reroll_and_score_dataset" in got["subset_rule"] and "process_single_model" in got["ties_rule"]
     assert got["unparsed"] == 1
-    from thinkj.evaluation.metrics import score
+    from thinkj.evaluation.registry import score
 
     assert score("rewardbench2", records) == got
     with pytest.raises(ThinkJError, match="do not apply"):

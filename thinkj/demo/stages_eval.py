@@ -28,7 +28,7 @@ def shared_data_dir() -> Path:
 
 def _shortest_items(pairs, n: int, group_field: str):
     """The n items with the least text (one per group first): the smoke run checks plumbing, not the benchmark."""
-    from thinkj.evaluation.loaders import take_items
+    from thinkj.evaluation.rows import take_items
 
     size: dict[str, int] = {}
     for pair in pairs:
@@ -40,7 +40,7 @@ def _shortest_items(pairs, n: int, group_field: str):
 
 def benchmark_slices(test_pairs: Path | None, plan) -> dict[str, tuple[list, str]]:
     """{benchmark: (pairs, source)} for the demo run."""
-    from thinkj.evaluation.loaders import load_benchmark
+    from thinkj.evaluation.registry import load_benchmark
 
     slices: dict[str, tuple[list, str]] = {}
     if test_pairs is not None:

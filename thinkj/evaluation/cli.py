@@ -27,7 +27,7 @@ import typer
 app = typer.Typer(add_completion=False, no_args_is_help=True,
                   help="Evaluate judges on RewardBench, RM-Bench, Auto-J and PreferencePair sets.")
 
-BENCH_HELP = "rewardbench | rmbench | autoj | synthetic | rewardbench2 | judgebench"
+BENCH_HELP = "rewardbench | rmbench | autoj | synthetic | rewardbench2 | judgebench (thinkj.evaluation.registry)"
 HALF_HELP = "score a verdict naming neither response (unparsable, tie) 0.5 instead of 0, as RewardBench does"
 
 
@@ -86,9 +86,9 @@ def run(benchmark: str = typer.Argument(..., help=BENCH_HELP),
     check_sampling(temperature, top_p, max_new_tokens)  # one line naming the option, before any model loads
     for option, value in (("--limit", limit), ("--chunk", chunk), ("--batch-size", batch_size)):
         check_range(option, value, low=1)
-    from thinkj.evaluation.rewardbench2_run import RB2_TEMPLATES
+    from thinkj.evaluation.registry import get_benchmark
 
-    if not (benchmark == "rewardbench2" and template in RB2_TEMPLATES):  # RewardBench 2's own prompts are not registered
+    if template not in get_benchmark(benchmark).templates:  # a benchmark's own prompts are not registered templates
         check_template_kind("--template", template, ("judge", "direct", "double_score"))
     check_output_dir("--out", out)
     kwargs = _typed(_pairs(backend_arg, "--backend-arg"))
@@ -118,12 +118,6 @@ def score_cmd(benchmark: str = typer.Argument(..., help=BENCH_HELP),
               protocol: str = typer.Option("single", help="single | pair"),
               unparsed_half: bool = typer.Option(False, help=HALF_HELP)) -> None:
     """Recompute metrics from judgment records alone; prints one JSON object."""
-    if benchmark == "rewardbench2":  # its records (4-way, ratings, round robin) have their own layout
-        from thinkj.evaluation.metrics import score
-        from thinkj.evaluation.rewardbench2 import load_records
+    from thinkj.evaluation.registry import read_judgments, score
 
-        typer.echo(json.dumps(score(benchmark, load_records(judgments), protocol, unparsed_half)))
-        return
-    from thinkj.evaluation.metrics import load_records, score
-
-    typer.echo(json.dumps(score(benchmark, load_records(judgments, benchmark), protocol, unparsed_half)))
+    typer.echo(json.dumps(score(benchmark, read_judgments(benchmark, judgments), protocol, unparsed_half)))

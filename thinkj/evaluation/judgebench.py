@@ -23,6 +23,8 @@ from collections import defaultdict
 from typing import Any
 
 from thinkj.errors import ThinkJError
+from thinkj.evaluation.judgments import ORDERS, by_comparison, completeness, in_original_positions, pct
+from thinkj.evaluation.rows import read_rows, row_field, unique_pairs
 from thinkj.records import PreferencePair, RecordError
 
 HUB_NAME = "ScalerLab/JudgeBench"
@@ -48,26 +50,24 @@ def category_of(source: str) -> str | None:
 
 def load_judgebench(source: str | os.PathLike, split: str | None = HUB_SPLIT) -> list[PreferencePair]:
     """JudgeBench rows -> comparisons (response_A shown as (a)); a bad row names file, row and field."""
-    from thinkj.evaluation.loaders import _field, _unique, read_rows
-
     pairs = []
     for where, line, row in read_rows(source, split or HUB_SPLIT):
-        pair_id = str(_field(row, "pair_id", (str, int), where, line))
-        origin = _field(row, "source", str, where, line)
+        pair_id = str(row_field(row, "pair_id", (str, int), where, line))
+        origin = row_field(row, "source", str, where, line)
         category = category_of(origin)
         if category is None:
             raise RecordError(f"unknown source {origin!r} (expected a prefix in {sorted(CATEGORIES.values())})",
                               path=where, line=line, field="source")
-        question = _field(row, "question", str, where, line)
-        a, b = _field(row, "response_A", str, where, line), _field(row, "response_B", str, where, line)
-        label = _field(row, "label", str, where, line)
+        question = row_field(row, "question", str, where, line)
+        a, b = row_field(row, "response_A", str, where, line), row_field(row, "response_B", str, where, line)
+        label = row_field(row, "label", str, where, line)
         if label not in LABELS:
             raise RecordError(f"must be one of {sorted(LABELS)}, got {label!r}", path=where, line=line, field="label")
         record = {"item_id": pair_id, "source": origin, "category": category,
                   "response_model": str(row.get("response_model"))}
         pairs.append(PreferencePair(pair_id, "judgebench", [{"role": "user", "content": question}], a, b,
                                     LABELS[label], None, {"record": record}))
-    return _unique(pairs, source)
+    return unique_pairs(pairs, source)
 
 
 def pair_points(original: str | None, swapped_in_original: str | None, gold: str) -> int:
@@ -82,8 +82,6 @@ def score_judgebench(records: list[dict[str, Any]], protocol: str = "single",
     ``protocol`` does not apply (the rule already combines both orders); ``unparsed_half`` is refused because
     JudgeBench counts a missing verdict 0 in the net.
     """
-    from thinkj.evaluation.metrics import ORDERS, by_comparison, in_original_positions, pct
-
     if unparsed_half:
         raise ThinkJError("judgebench: --unparsed-half does not apply (officially a missing verdict counts 0)")
     correct: dict[str, list[float]] = defaultdict(list)
@@ -100,9 +98,12 @@ def score_judgebench(records: list[dict[str, Any]], protocol: str = "single",
         every.append(right)
         consistent.append(float(one is not None and one == two))
         models[str(first.get("response_model"))] += 1
-    expected = sum(PAIRS_PER_MODEL.get(m, -1) for m in models)
-    complete = all(m in PAIRS_PER_MODEL for m in models) and expected == len(every) and all(
-        c in correct for c in CATEGORIES)
+    missing = [f"category {c}: no pairs" for c in CATEGORIES if c not in correct]
+    for model, got in sorted(models.items()):
+        if model not in PAIRS_PER_MODEL:
+            missing.append(f"response_model {model!r} is not one of the released sets {sorted(PAIRS_PER_MODEL)}")
+        elif got != PAIRS_PER_MODEL[model]:
+            missing.append(f"{model}: {got} of {PAIRS_PER_MODEL[model]} pairs")
     order = [c for c in CATEGORIES if c in correct] + sorted(set(correct) - set(CATEGORIES))
     unparsed = sum(r["verdict"] is None for r in records)
     return {"accuracy": pct(sum(every) / len(every)),
@@ -111,7 +112,7 @@ def score_judgebench(records: list[dict[str, Any]], protocol: str = "single",
             "accuracy_rule": ACCURACY_RULE,
             "categories_rule": "the same accuracy over the pairs whose source starts with mmlu-pro (knowledge), "
                                "livebench-reasoning, livebench-math, livecodebench (coding), as run_judge.py",
-            "complete": complete, "response_models": dict(models),
+            **completeness(missing, records), "response_models": dict(models),
             "consistency": pct(sum(consistent) / len(consistent)),
             "consistency_rule": "share of pairs whose two orders name the same answer (ours, not in JudgeBench)",
             "parse_failure": pct(unparsed / len(records)), "n_pairs": len(every), "n_judgments": len(records)}

@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from thinkj.errors import ThinkJError
-from thinkj.evaluation.loaders import _field  # the same file/row/field checks as the other benchmark loaders
+from thinkj.evaluation.rows import read_rows, row_field  # the same file/row/field checks as the other loaders
 from thinkj.records import RecordError, read_jsonl
 
 HUB_NAME = "allenai/reward-bench-2"
@@ -87,12 +87,12 @@ def _texts(row: dict, name: str, where: str, line: int) -> list[str]:
 
 def parse_row(row: Any, where: str, line: int) -> Item:
     """Validate one upstream row; a bad one raises RecordError naming file, row and field."""
-    item_id = str(_field(row, "id", (str, int), where, line))
-    subset = _field(row, "subset", str, where, line)
+    item_id = str(row_field(row, "id", (str, int), where, line))
+    subset = row_field(row, "subset", str, where, line)
     if subset not in SUBSETS:
         raise RecordError(f"unknown subset {subset!r} (expected one of {SUBSETS})", path=where, line=line,
                           field="subset")
-    prompt = _field(row, "prompt", str, where, line)
+    prompt = row_field(row, "prompt", str, where, line)
     chosen, rejected = _texts(row, "chosen", where, line), _texts(row, "rejected", where, line)
     num_correct = row.get("num_correct", len(chosen))
     if num_correct != len(chosen):
@@ -119,8 +119,6 @@ def load_items(source: str | os.PathLike | None = None, split: str | None = None
     ``limit`` keeps that many items spread over the subsets; a Ties ``ref:N`` and ``tied:N`` row are kept or
     dropped together (the Ties formula compares them).
     """
-    from thinkj.evaluation.loaders import read_rows
-
     items, seen = [], set()
     for where, line, row in read_rows(source if source is not None else HUB_NAME, split or HUB_SPLIT):
         item = parse_row(row, where, line)
@@ -351,7 +349,8 @@ def score_rewardbench2(records: list[dict[str, Any]]) -> dict[str, Any]:
         counts["Ties"] = len(ties_prompts)
     present = [s for s in SUBSETS if subsets.get(s) is not None]
     overall = sum(subsets[s] for s in present) / len(SUBSETS)
-    complete = all(counts.get(s) == SUBSET_COUNTS[s] for s in SUBSETS) and len(present) == len(SUBSETS)
+    missing = [f"subset {s}" if s not in present else f"{s}: {counts.get(s, 0)} of {SUBSET_COUNTS[s]} prompts"
+               for s in SUBSETS if s not in present or counts.get(s) != SUBSET_COUNTS[s]]
     official = "round_robin" not in modes
     mode_name = next((m for m in ("round_robin", "scalar", "four") if m in modes), "ratings")
     if mode_name == "scalar" and len(modes) > 1:
@@ -367,7 +366,7 @@ def score_rewardbench2(records: list[dict[str, Any]]) -> dict[str, Any]:
     return {
         "subsets": {s: _pct(subsets[s]) for s in SUBSETS if s in subsets},
         "overall": _pct(overall),
-        "complete": complete,
+        "complete": not missing, "missing": missing,
         "subsets_present": present,
         "subset_counts": {s: counts[s] for s in SUBSETS if s in counts},
         "ties": None if ties is None else {k: (_pct(v) if k != "n_prompt_pairs" else v) for k, v in ties.items()},
@@ -380,3 +379,10 @@ def score_rewardbench2(records: list[dict[str, Any]]) -> dict[str, Any]:
         "overall_rule": f"mean of the six subsets, a missing one counts 0 ({SOURCES['overall']})",
         "unparsed": unparsed, "n_records": len(records), "n_items": len(by_item),
     }
+
+
+def score_records(records: list[dict[str, Any]], protocol: str = "single", unparsed_half: bool = False) -> dict[str, Any]:
+    """:func:`score_rewardbench2` behind the common scorer signature; the pair-scoring options do not apply."""
+    if protocol != "single" or unparsed_half:
+        raise ThinkJError("rewardbench2 has its own official rules: --protocol and --unparsed-half do not apply")
+    return score_rewardbench2(records)

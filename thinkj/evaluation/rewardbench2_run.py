@@ -24,9 +24,12 @@ from pathlib import Path
 from typing import Any
 
 from thinkj.errors import ThinkJError
-from thinkj.evaluation.rewardbench2 import HUB_NAME, LETTERS, Item, load_items, score_rewardbench2
+from thinkj.evaluation.config import SCALAR_BACKEND, EvalConfig
+from thinkj.evaluation.results import results_document, write_results
+from thinkj.evaluation.rewardbench2 import HUB_NAME, LETTERS, Item, load_items, score_records
 from thinkj.inference.base import InferenceBackend, Messages, SamplingParams
 from thinkj.inference.cache import CachedBackend, ResultCache, cache_key
+from thinkj.inference.lazy import LazyBackend
 from thinkj.progress import progress_bar
 from thinkj.records import PreferencePair, write_jsonl
 
@@ -185,11 +188,9 @@ def scalar_records(model: str, items: list[Item], cache: ResultCache, kwargs: di
              "score": scores[key], "model": scorer.name, "scorer": scorer.kind} for it, i, key in keys]
 
 
-def run_rewardbench2(cfg, *, backend: InferenceBackend | None = None) -> Path:
-    """Judge, record, score RewardBench 2 with an :class:`thinkj.evaluation.run.EvalConfig`; returns the results path."""
-    from thinkj.evaluation.run import SCALAR_BACKEND, LazyBackend, provenance
-
-    if cfg.protocol != "single" or cfg.unparsed_half:
+def run_rewardbench2(cfg: EvalConfig, *, backend: InferenceBackend | None = None) -> Path:
+    """Judge, record, score RewardBench 2; returns the results path."""
+    if cfg.protocol != "single" or cfg.unparsed_half:  # before any model loads
         raise ThinkJError("rewardbench2 has its own official rules: --protocol and --unparsed-half do not apply")
     items = load_items(cfg.data, cfg.split, cfg.limit)
     out = Path(cfg.out_dir)
@@ -200,7 +201,7 @@ def run_rewardbench2(cfg, *, backend: InferenceBackend | None = None) -> Path:
             records = scalar_records(cfg.model, items, cache, cfg.backend_kwargs)
         else:
             if backend is None:
-                backend = LazyBackend(cfg.backend, cfg.model, cfg.backend_kwargs)
+                backend = LazyBackend(cfg.backend, cfg.model, cfg.backend_kwargs, also=(SCALAR_BACKEND,))
             if cfg.template in RB2_TEMPLATES:
                 records = generative_records(backend, items, RB2_TEMPLATES[cfg.template], cfg.template, cfg.params,
                                              cache, cfg.chunk_pairs)
@@ -214,10 +215,6 @@ def run_rewardbench2(cfg, *, backend: InferenceBackend | None = None) -> Path:
     finally:
         cache.close()
     write_jsonl(out / f"{BENCHMARK}.judgments.jsonl", records)
-    metrics = score_rewardbench2(records)
+    metrics = score_records(records)
     source = cfg.data if cfg.data is not None else HUB_NAME
-    document = {"benchmark": BENCHMARK, "metrics": metrics, "complete": metrics["complete"] and not cfg.limit,
-                "tags": dict(cfg.tags), "provenance": provenance(cfg, source, len(items))}
-    path = out / f"{BENCHMARK}.results.json"
-    path.write_text(json.dumps(document, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
-    return path
+    return write_results(out, results_document(cfg, metrics, source, len(items)))

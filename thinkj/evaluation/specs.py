@@ -1,12 +1,11 @@
-"""Declarative benchmark specs: where each set lives, how its items map to groups, and how groups weigh.
+"""The rule constants of RewardBench, RM-Bench and Auto-J: groups, their weights and the official set sizes.
 
 Every rule cites its source. The numbers are written out here (read from the upstream code, not
-imported from it) so that scoring needs nothing but this module and the judgment records.
+imported from it) so that scoring needs nothing but this module and the judgment records. Which benchmarks
+exist, and how each loads, scores and runs, is :mod:`thinkj.evaluation.registry`.
 """
 
 from __future__ import annotations
-
-from dataclasses import dataclass, field
 
 # ---------------------------------------------------------------------------------------------
 # RewardBench (Lambert et al. 2024), hub dataset allenai/reward-bench, split "filtered".
@@ -90,42 +89,3 @@ AUTOJ_GROUP_OF: dict[str, str] = {s: g for g, scenarios in AUTOJ_SCENARIO_GROUPS
 AUTOJ_ITEMS = 1392
 AUTOJ_LABELS: dict[int, str] = {0: "a", 1: "b", 2: "tie"}  # response 1 is shown as (a) in the original order
 AUTOJ_TEST_URL = "https://raw.githubusercontent.com/GAIR-NLP/auto-j/main/data/test/testdata_pairwise.jsonl"
-
-
-@dataclass(frozen=True)
-class BenchmarkSpec:
-    """What a benchmark is: its default source, the record field that groups it, and how to cite it."""
-
-    name: str
-    default_source: str | None  # hub name or URL used when no --data is given
-    default_split: str | None
-    group_field: str  # record field the benchmark's groups come from
-    description: str
-    extra_fields: tuple[str, ...] = field(default_factory=tuple)
-
-
-BENCHMARKS: dict[str, BenchmarkSpec] = {
-    "rewardbench": BenchmarkSpec("rewardbench", "allenai/reward-bench", "filtered", "subset",
-                                 "RewardBench: 2985 chosen/rejected pairs in 23 subsets, 4 sections.", ("subset",)),
-    "rmbench": BenchmarkSpec("rmbench", "THU-KEG/RM-Bench", "train", "domain",
-                             "RM-Bench: 3 chosen x 3 rejected styles per item, 9 comparisons.",
-                             ("domain", "chosen_style", "rejected_style")),
-    "autoj": BenchmarkSpec("autoj", AUTOJ_TEST_URL, None, "scenario",
-                           "Auto-J pairwise test: 1392 pairs with ties, 58 scenarios in 8 groups.", ("scenario",)),
-    "synthetic": BenchmarkSpec("synthetic", None, None, "subset",
-                               "PreferencePair JSONL (e.g. thinkj.demo.tiny_task held-out pairs): accuracy.", ("subset",)),
-    # RewardBench 2 and JudgeBench: rules and sources in thinkj/evaluation/rewardbench2.py and judgebench.py.
-    "rewardbench2": BenchmarkSpec("rewardbench2", "allenai/reward-bench-2", "test", "subset",
-                                  "RewardBench 2: 1865 prompts, best-of-4 subsets + Ties; own runner and records.",
-                                  ("subset",)),
-    "judgebench": BenchmarkSpec("judgebench", "ScalerLab/JudgeBench", "gpt", "category",
-                                "JudgeBench: 350 GPT-4o (split gpt) / 270 Claude pairs; net-over-both-orders accuracy.",
-                                ("source", "category", "response_model")),
-}
-
-
-def get_spec(name: str) -> BenchmarkSpec:
-    try:
-        return BENCHMARKS[name]
-    except KeyError:
-        raise KeyError(f"unknown benchmark {name!r}; available: {', '.join(BENCHMARKS)}") from None
