@@ -1,5 +1,5 @@
 """Bad inputs to every entry point: exit 2, one ``error: …`` line naming the file / row / option / variable, no
-traceback, and no output left behind (issue 17 §2-3). Ctrl-C on ``thinkj …`` prints the promised interrupt line.
+traceback, and no output left behind. Ctrl-C on ``thinkj …`` prints the promised interrupt line.
 
 Most cases run in-process through the real entry points (``thinkj.cli``, ``python -m thinkj.pipeline``,
 ``data_prep.*``) under ``exit_on_user_error`` -- what ``main`` runs -- so the table stays fast; the interrupt and
@@ -63,7 +63,7 @@ def _files(tmp: Path) -> dict[str, Path]:
 
 # (case id, entry point, argv (with {name} for _files), env, text the error line must hold, path that must not exist)
 CASES = [
-    # §2 settings of the reproduction pipeline, checked before stage 1
+    # settings of the reproduction pipeline, checked before stage 1
     ("pipeline DRY_RUN=yes", "pipeline", [], {"DRY_RUN": "yes"}, "DRY_RUN='yes'", "{outdir}"),
     ("pipeline TP not a number", "pipeline", [], {"TP": "two"}, "TP='two'", "{outdir}"),
     ("pipeline unknown preset", "pipeline", [], {"REWARD_PRESET": "thinkj_qwn"}, "REWARD_PRESET='thinkj_qwn'", "{outdir}"),
@@ -78,7 +78,7 @@ CASES = [
     ("pipeline bad dedup threshold", "pipeline", [], {"DEDUP_THRESHOLD": "0"}, "DEDUP_THRESHOLD='0'", "{outdir}"),
     ("pipeline teacher key not set", "pipeline", [], {"TEACHER_KEY_ENV": "THINKJ_NO_SUCH_KEY"},
      "TEACHER_KEY_ENV=THINKJ_NO_SUCH_KEY: the variable THINKJ_NO_SUCH_KEY", "{outdir}"),
-    # §2 sweeps
+    # sweeps
     ("sweep unknown --set key", "thinkj", ["sweep", "experiments/table8.yaml", "--set", "w_sttr=0.5", "--sweep-dir",
                                            "{outdir}"], {}, "--set w_sttr", "{outdir}"),
     ("sweep bad --set value", "thinkj", ["sweep", "experiments/table8.yaml", "--set", "w_str=high", "--sweep-dir",
@@ -92,7 +92,7 @@ CASES = [
      "no Ray cluster answers", "{outdir}"),
     ("sweep bad YAML", "thinkj", ["sweep", "{spec}", "--sweep-dir", "{outdir}"], {}, "spec.yaml, line 4: not valid YAML",
      "{outdir}"),
-    # §2 numeric options
+    # numeric options
     ("difficulty --k 0", "difficulty", ["--in", "{pairs}", "--out", "{out}", "--model", "m", "--k", "0"], {},
      "--k must be >= 1", "{out}"),
     ("difficulty --min-failures > k", "difficulty", ["--in", "{pairs}", "--out", "{out}", "--model", "m", "--k", "3",
@@ -126,7 +126,7 @@ CASES = [
      "--device 'tpu'", "{outdir}"),
     ("rewards non-finite weight", "thinkj", ["rewards", "score", "thinkj_qwen", "--gt", "a", "--text", "x", "--set",
                                              "w_str=NaN"], {}, "--set w_str must be a finite number", "{outdir}"),
-    # §3 one error style
+    # one error style
     ("binary input file", "thinkj", ["data", "clip", "{binary}", "{out}"], {}, "binary.jsonl, line 1: not UTF-8", "{out}"),
     ("folder where a file is expected", "thinkj", ["data", "clip", "{folder}", "{out}"], {}, "a_folder: is a folder",
      "{out}"),
