@@ -48,7 +48,10 @@ def rejection_sampling_examples(pairs: list[PreferencePair], backend: InferenceB
                                 params: SamplingParams | None = None, template: str = "judge_strength_v2",
                                 per_item: int = 1) -> tuple[list[tuple[Messages, str]], dict[str, int]]:
     """SFT w/ CoT: keep up to ``per_item`` right, well-formed traces of ``n`` samples per comparison."""
-    params = params or SamplingParams(temperature=1.0, max_new_tokens=1024, n=n)
+    if params is None:  # the main base model's profile budget, as for evaluation and the difficulty filter
+        from thinkj.train.config import generation_budget
+
+        params = SamplingParams(temperature=1.0, max_new_tokens=generation_budget(), n=n)
     tmpl = get_template(template)
     decided = _decided(pairs)
     prompts = [tmpl.render(p) for p in decided]

@@ -1,7 +1,9 @@
 """File-level entry points: PreferencePair JSONL + model dirs in, LlamaFactory datasets + summaries out.
 
 Generation goes through :class:`thinkj.inference.cache.CachedBackend` with one SQLite cache per output
-directory, so an interrupted build resumes and a finished one reruns for free.
+directory, so an interrupted build resumes and a finished one reruns for free. The generation budget is the
+model profile's ``max_new_tokens`` (``configs/models/<profile>.yaml``, as for evaluation and the difficulty
+filter) unless ``max_new_tokens`` is given.
 
     thinkj train critic-pairs --pairs runs/x/synthetic_data/train.jsonl --judge runs/x/sft/judge_sft \\
         --critic runs/x/sft/critic_sft --out runs/x/offline/iter_1/data --backend hf
@@ -32,6 +34,13 @@ def cached_backend(backend: Backend, model: str | Path, cache: ResultCache, tag:
     return CachedBackend(inner, cache, tag=tag)
 
 
+def _budget(max_new_tokens: int | None, profile: str | Path | None) -> int:
+    """``max_new_tokens`` as given, else the profile's budget (default profile: the main base model's)."""
+    from thinkj.train.config import generation_budget
+
+    return generation_budget(profile) if max_new_tokens is None else max_new_tokens
+
+
 def _load(pairs: str | Path | list[PreferencePair], limit: int | None) -> list[PreferencePair]:
     loaded = load_pairs(pairs) if isinstance(pairs, (str, Path)) else list(pairs)
     return loaded[:limit] if limit else loaded
@@ -39,12 +48,13 @@ def _load(pairs: str | Path | list[PreferencePair], limit: int | None) -> list[P
 
 def build_critic_pairs(pairs: str | Path | list[PreferencePair], judge_model: str | Path, critic_model: str | Path,
                        out_dir: str | Path, *, backend: Backend = "hf", dataset: str = DPO_DATASET, limit: int | None = None,
-                       orders: tuple[str, ...] = ("original",), max_new_tokens: int = 1024,
-                       critic_samples: int = 1, critic_temperature: float = 0.0, seed: int = 0,
+                       orders: tuple[str, ...] = ("original",), max_new_tokens: int | None = None,
+                       profile: str | Path | None = None, critic_samples: int = 1, critic_temperature: float = 0.0, seed: int = 0,
                        backend_kwargs: dict[str, Any] | None = None, judge_template: str = JUDGE_TEMPLATE,
                        critic_template: str = CRITIC_TEMPLATE) -> dict[str, Any]:
     """Judge + critic inference, pairing, and the LlamaFactory dataset in ``out_dir``; returns the summary."""
     out = Path(out_dir)
+    max_new_tokens = _budget(max_new_tokens, profile)
     cache = ResultCache(out / "cache.sqlite")
     kwargs = backend_kwargs or {}
     judge = cached_backend(backend, judge_model, cache, judge_template, **kwargs)
@@ -68,10 +78,11 @@ def build_critic_pairs(pairs: str | Path | list[PreferencePair], judge_model: st
 def build_sampling_pairs(pairs: str | Path | list[PreferencePair], judge_model: str | Path, out_dir: str | Path, *,
                          backend: Backend = "hf", n: int = 8, temperature: float = 1.0, dataset: str = SAMPLING_DATASET,
                          limit: int | None = None, orders: tuple[str, ...] = ("original",),
-                         max_new_tokens: int = 1024, seed: int = 0,
+                         max_new_tokens: int | None = None, profile: str | Path | None = None, seed: int = 0,
                          backend_kwargs: dict[str, Any] | None = None) -> dict[str, Any]:
     """The "offline (Sampling)" baseline's dataset: right vs wrong among ``n`` sampled judge traces."""
     out = Path(out_dir)
+    max_new_tokens = _budget(max_new_tokens, profile)
     cache = ResultCache(out / "cache.sqlite")
     judge = cached_backend(backend, judge_model, cache, JUDGE_TEMPLATE, **(backend_kwargs or {}))
     result = sampling_pairs(_load(pairs, limit), judge, n=n, orders=orders,
@@ -82,7 +93,8 @@ def build_sampling_pairs(pairs: str | Path | list[PreferencePair], judge_model: 
 
 
 def build_baseline_data(pairs: str | Path | list[PreferencePair], out_dir: str | Path, *, rs_model: str | Path | None = None,
-                        backend: Backend = "hf", n: int = 8, temperature: float = 1.0, max_new_tokens: int = 1024,
+                        backend: Backend = "hf", n: int = 8, temperature: float = 1.0,
+                        max_new_tokens: int | None = None, profile: str | Path | None = None,
                         limit: int | None = None, seed: int = 0,
                         backend_kwargs: dict[str, Any] | None = None) -> dict[str, Any]:
     """Datasets ``thinkj_direct_sft`` and ``thinkj_bt`` (and ``thinkj_rs_sft`` when ``rs_model`` is given)."""
@@ -90,6 +102,7 @@ def build_baseline_data(pairs: str | Path | list[PreferencePair], out_dir: str |
     from thinkj.offline.baselines import bt_examples, direct_sft_examples, rejection_sampling_examples
 
     out = Path(out_dir)
+    max_new_tokens = _budget(max_new_tokens, profile)  # a bad profile fails before any file is written
     loaded = _load(pairs, limit)
     summary: dict[str, Any] = {"dataset_dir": str(out),
                                "thinkj_direct_sft": write_sft_dataset(out, "thinkj_direct_sft", direct_sft_examples(loaded)),

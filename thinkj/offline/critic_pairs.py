@@ -92,8 +92,11 @@ def critic_guided_pairs(pairs: list[PreferencePair], judge: InferenceBackend, cr
                         orders: tuple[str, ...] = ("original",), judge_template: str = JUDGE_TEMPLATE,
                         critic_template: str = CRITIC_TEMPLATE) -> PairSet:
     """Build critic-guided DPO pairs. With ``critic_params.n > 1`` the first critic sample that obeys the rule is used."""
-    judge_params = judge_params or SamplingParams(temperature=0.0, max_new_tokens=1024)
-    critic_params = critic_params or SamplingParams(temperature=0.0, max_new_tokens=1024)
+    from thinkj.train.config import generation_budget
+
+    # without params: the main base model's profile budget, as for evaluation and the difficulty filter
+    judge_params = judge_params or SamplingParams(temperature=0.0, max_new_tokens=generation_budget())
+    critic_params = critic_params or SamplingParams(temperature=0.0, max_new_tokens=judge_params.max_new_tokens)
     jt, ct = get_template(judge_template), get_template(critic_template)
     if jt.kind != "judge" or ct.kind != "critic":
         raise ThinkJError(f"{judge_template} must be a judge template and {critic_template} a critic template")
@@ -155,7 +158,10 @@ def sampling_pairs(pairs: list[PreferencePair], judge: InferenceBackend, *, n: i
                    params: SamplingParams | None = None, pairs_per_view: int = 1, orders: tuple[str, ...] = ("original",),
                    judge_template: str = JUDGE_TEMPLATE) -> PairSet:
     """Table 4 "offline (Sampling)": from ``n`` sampled judge traces per view, pair right ones with wrong ones."""
-    params = params or SamplingParams(temperature=1.0, top_p=1.0, max_new_tokens=1024, n=n)
+    if params is None:  # the main base model's profile budget, as for evaluation and the difficulty filter
+        from thinkj.train.config import generation_budget
+
+        params = SamplingParams(temperature=1.0, top_p=1.0, max_new_tokens=generation_budget(), n=n)
     if params.n != n:
         params = SamplingParams(params.temperature, params.top_p, params.max_new_tokens, n, params.seed)
     jt = get_template(judge_template)

@@ -4,7 +4,8 @@ Iteration k judges the training pairs with the current judge (iteration 1: the S
 previous iteration's DPO model), builds critic-guided pairs with the fixed critic, and trains DPO (+SFT term)
 from the current judge. Everything of iteration k stays under ``<run>/offline/iter_<k>/``:
 ``data/`` (dataset, pairs_log.jsonl, summary.json, generation cache) and ``model/`` (the DPO model). A rerun
-skips finished iterations (cached generations, finished training directories).
+skips finished iterations (cached generations, finished training directories). The pairs' generation budget
+is the profile's ``max_new_tokens`` unless ``pair_kwargs`` gives one.
 
     thinkj train offline --pairs runs/x/synthetic_data/train.jsonl --judge runs/x/sft/judge_sft \\
         --critic runs/x/sft/critic_sft --run-dir runs/x --iterations 3 --model tiny max_steps=20
@@ -13,14 +14,13 @@ skips finished iterations (cached generations, finished training directories).
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
 from thinkj.errors import ThinkJError
 from thinkj.offline.build import DPO_DATASET, build_critic_pairs
-from thinkj.records import PreferencePair
+from thinkj.records import PreferencePair, write_json
 from thinkj.train.config import parse_overrides
 from thinkj.train.launch import run_stage
 
@@ -42,7 +42,8 @@ def run_offline_iterations(pairs: str | Path | list[PreferencePair], init_model:
     history = []
     for k in range(1, iterations + 1):
         it = iteration_dir(run_dir, k)
-        data = build_critic_pairs(pairs, judge, critic_model, it / "data", dataset=DPO_DATASET, **(pair_kwargs or {}))
+        data = build_critic_pairs(pairs, judge, critic_model, it / "data", dataset=DPO_DATASET,
+                                  **{"profile": profile, **(pair_kwargs or {})})
         if data["pairs"] == 0:
             raise RuntimeError(f"iteration {k}: no DPO pairs were kept -- see {it / 'data' / 'summary.json'} "
                                f"for why (counts: {data['counts']})")
@@ -53,5 +54,5 @@ def run_offline_iterations(pairs: str | Path | list[PreferencePair], init_model:
         history.append({"iteration": k, "judge": str(judge), "pairs": data["pairs"], "counts": data["counts"],
                         "model": str(model)})
         judge = model
-    (Path(run_dir) / "offline" / "iterations.json").write_text(json.dumps(history, indent=1))
+    write_json(Path(run_dir) / "offline" / "iterations.json", history)
     return history

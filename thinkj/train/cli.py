@@ -77,6 +77,8 @@ def _orders(both_orders: bool) -> tuple[str, ...]:
 
 
 _BACKEND_ARG_HELP = "backend keyword argument key=value (repeatable), e.g. tensor_parallel_size=8 for vllm"
+_BUDGET_HELP = "generation budget per judgment [the --profile's max_new_tokens]"
+_PROFILE_HELP = "model profile (configs/models/) giving the default budget [qwen2.5-7b-instruct, the main base model]"
 
 
 def _backend_kwargs(items: list[str] | None) -> dict:
@@ -95,7 +97,8 @@ def critic_pairs(pairs: Path = typer.Option(..., help="PreferencePair JSONL (tra
                  dataset: str = typer.Option("thinkj_dpo", help="dataset name in dataset_info.json"),
                  limit: int = typer.Option(None, help="use the first N pairs"),
                  both_orders: bool = typer.Option(False, help="also judge every pair with the responses swapped"),
-                 max_new_tokens: int = typer.Option(1024),
+                 max_new_tokens: int = typer.Option(None, help=_BUDGET_HELP),
+                 profile: str = typer.Option(None, help=_PROFILE_HELP),
                  critic_samples: int = typer.Option(1, help="critic tries per comparison (the first that obeys is used)"),
                  critic_temperature: float = typer.Option(0.0),
                  seed: int = typer.Option(0)) -> None:
@@ -105,7 +108,7 @@ def critic_pairs(pairs: Path = typer.Option(..., help="PreferencePair JSONL (tra
     from thinkj.offline.build import build_critic_pairs
 
     summary = build_critic_pairs(pairs, judge, critic, out, backend=backend, dataset=dataset, limit=limit,
-                                 orders=_orders(both_orders), max_new_tokens=max_new_tokens,
+                                 orders=_orders(both_orders), max_new_tokens=max_new_tokens, profile=profile,
                                  critic_samples=critic_samples, critic_temperature=critic_temperature, seed=seed,
                                  backend_kwargs=_backend_kwargs(backend_arg))
     typer.echo(json.dumps(summary, indent=1))
@@ -122,7 +125,8 @@ def sampling_pairs_cmd(pairs: Path = typer.Option(..., help="PreferencePair JSON
                        dataset: str = typer.Option("thinkj_dpo_sampling"),
                        limit: int = typer.Option(None),
                        both_orders: bool = typer.Option(False),
-                       max_new_tokens: int = typer.Option(1024),
+                       max_new_tokens: int = typer.Option(None, help=_BUDGET_HELP),
+                       profile: str = typer.Option(None, help=_PROFILE_HELP),
                        seed: int = typer.Option(0)) -> None:
     """Table 4 "offline (Sampling)": pairs of right vs wrong traces among n judge samples."""
     import json
@@ -130,7 +134,8 @@ def sampling_pairs_cmd(pairs: Path = typer.Option(..., help="PreferencePair JSON
     from thinkj.offline.build import build_sampling_pairs
 
     summary = build_sampling_pairs(pairs, judge, out, backend=backend, n=n, temperature=temperature, dataset=dataset,
-                                   limit=limit, orders=_orders(both_orders), max_new_tokens=max_new_tokens, seed=seed,
+                                   limit=limit, orders=_orders(both_orders), max_new_tokens=max_new_tokens,
+                                   profile=profile, seed=seed,
                                    backend_kwargs=_backend_kwargs(backend_arg))
     typer.echo(json.dumps(summary, indent=1))
 
@@ -144,7 +149,8 @@ def baseline_data(pairs: Path = typer.Option(..., help="PreferencePair JSONL"),
                   backend: str = typer.Option("hf"),
                   backend_arg: list[str] = typer.Option(None, help=_BACKEND_ARG_HELP),
                   limit: int = typer.Option(None),
-                  max_new_tokens: int = typer.Option(1024),
+                  max_new_tokens: int = typer.Option(None, help=_BUDGET_HELP + " (rejection sampling)"),
+                  profile: str = typer.Option(None, help=_PROFILE_HELP),
                   seed: int = typer.Option(0)) -> None:
     """Table 3 baseline datasets: thinkj_direct_sft (SFT w/o CoT), thinkj_bt (BT classifier), thinkj_rs_sft."""
     import json
@@ -152,7 +158,7 @@ def baseline_data(pairs: Path = typer.Option(..., help="PreferencePair JSONL"),
     from thinkj.offline.build import build_baseline_data
 
     summary = build_baseline_data(pairs, out, rs_model=rs_model, backend=backend, n=n, temperature=temperature,
-                                  max_new_tokens=max_new_tokens, limit=limit, seed=seed,
+                                  max_new_tokens=max_new_tokens, profile=profile, limit=limit, seed=seed,
                                   backend_kwargs=_backend_kwargs(backend_arg))
     typer.echo(json.dumps(summary, indent=1))
 
@@ -170,7 +176,9 @@ def offline(pairs: Path = typer.Option(..., help="PreferencePair JSONL (training
             backend_arg: list[str] = typer.Option(None, help=_BACKEND_ARG_HELP),
             limit: int = typer.Option(None),
             both_orders: bool = typer.Option(False),
-            max_new_tokens: int = typer.Option(1024),
+            max_new_tokens: int = typer.Option(None, help="generation budget of the pairs [the --model profile's "
+                                                          "max_new_tokens]"),
+            seed: int = typer.Option(0, help="seed of the pairs' generation (DPO's own: the seed=N override)"),
             device: str = typer.Option("auto", help="auto | cpu | gpu"),
             force: bool = typer.Option(False)) -> None:
     """Iterative critic-guided offline learning: pairs from the current judge, then DPO (+ SFT term), N times."""
@@ -183,7 +191,8 @@ def offline(pairs: Path = typer.Option(..., help="PreferencePair JSONL (training
         pairs, judge, critic, make_run_dir(run_dir), iterations=iterations, stage_config=config, profile=model,
         overrides=overrides or [], device=None if device == "auto" else device, force=force,
         pair_kwargs={"backend": backend, "limit": limit, "orders": _orders(both_orders),
-                     "max_new_tokens": max_new_tokens, "backend_kwargs": _backend_kwargs(backend_arg)})
+                     "max_new_tokens": max_new_tokens, "seed": seed,
+                     "backend_kwargs": _backend_kwargs(backend_arg)})
     typer.echo(json.dumps(history, indent=1))
 
 
