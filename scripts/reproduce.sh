@@ -7,15 +7,21 @@
 #   MODEL_PROFILE=llama-3-8b-instruct MODEL_NAME=Llama-3-8B-Instruct REWARD_PRESET=thinkj_llama bash scripts/reproduce.sh
 #   LEARNING=offline OFFLINE_ITERATIONS=3 bash scripts/reproduce.sh
 #   W_STR=0.5 bash scripts/reproduce.sh                     # one reward weight changed
+#   SEED=1 bash scripts/reproduce.sh                        # another seed: a new run in runs/<MODEL_PROFILE>_seed1
 #
 # Settings (environment variables; empty = default). The full list with defaults and reasons:
 #   python -m thinkj.pipeline --print-env
-#   MODEL_PROFILE [qwen2.5-7b-instruct]   MODEL_NAME [Qwen2.5-7B-Instruct]   RUN_DIR [runs/$MODEL_PROFILE]
+#   MODEL_PROFILE [qwen2.5-7b-instruct]   MODEL_NAME [Qwen2.5-7B-Instruct]   RUN_DIR [runs/$MODEL_PROFILE[_seed$SEED]]
 #   TRAIN_SOURCE [skywork]  SOURCE_LOCATION []  SOURCE_LIMIT []  JUDGE_BACKEND [vllm]  TP [1]
 #   TEACHER_MODEL [deepseek-reasoner]  TEACHER_URL [https://api.deepseek.com/v1]  TEACHER_KEY_ENV [DEEPSEEK_API_KEY]
 #   LEARNING [online]  RL_ALGO [grpo]  REWARD_PRESET [thinkj_qwen]  W_ACC/W_FMT/W_STR [preset's]
 #   NNODES [2]  GPUS_PER_NODE [8]  OFFLINE_ITERATIONS [1]  BENCHMARKS [rewardbench rmbench autoj]
-#   EVAL_LIMIT []  MAX_NEW_TOKENS [4096]  TABLES [4]  DRY_RUN [0]
+#   EVAL_LIMIT []  MAX_NEW_TOKENS [4096]  SEED []  TABLES [4]  DRY_RUN [0]
+# SEED reaches every seeded stage: difficulty (--seed), judge/critic SFT and DPO (LlamaFactory seed=), the
+# offline pairs (--seed), verl (data.seed, rollout.seed, actor/critic data_loader_seed) and evaluation (--seed).
+# Unset, each stage keeps its own default (difficulty 0, LlamaFactory 42, verl's null/42/42, pairs 0, eval 0),
+# so earlier runs stay reproducible and done. SEED is in the completion records: changing it under one RUN_DIR
+# stops the run naming SEED; with the default RUN_DIR a seeded run goes to runs/<MODEL_PROFILE>_seed<SEED>.
 # The stage list lives in thinkj/pipeline.py; this script only picks the interpreter.
 set -euo pipefail
 cd "$(dirname "$0")/.."

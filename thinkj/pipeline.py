@@ -4,6 +4,7 @@
     bash scripts/reproduce_qwen2.5-7b.sh                           # run; finished stages are skipped
     LEARNING=offline OFFLINE_ITERATIONS=2 bash scripts/reproduce_llama3-8b.sh
     W_STR=0.5 bash scripts/reproduce_qwen2.5-32b.sh                # one reward weight changed
+    SEED=1 bash scripts/reproduce_qwen2.5-7b.sh                    # another seed, in runs/<profile>_seed1
     python -m thinkj.pipeline --print-env                          # the settings and their defaults
 
 Stages (paper §3): load -> difficulty -> dedup -> traces -> clip -> seed-set (data selection, LIMJ707) ->
@@ -20,9 +21,11 @@ engine's checkpoint marker (verl writes ``latest_checkpointed_iteration.txt`` at
 step 50 left a "finished" half-trained model). A record made with other settings is never reused silently:
 the reward preset, algorithm and weight overrides name the online run's folder (``W_STR=0.0`` is a new run
 beside the default one), and any other difference (source, model profile, limits, …) stops the run naming
-the setting. The engines resume inside an unfinished stage (cached generations, verl / LlamaFactory
-checkpoints). A failed stage stops the run with its name and log file (``<RUN_DIR>/logs/<stage>.log``).
-See docs/runs.md.
+the setting. ``SEED`` reaches every seeded stage (difficulty sampling, LlamaFactory training, offline pair
+generation, verl, evaluation) and sits in their records, so a finished stage is never reused under another seed;
+unset, each stage keeps its own default seed (``STAGE_SEEDS``). The engines resume inside an unfinished stage
+(cached generations, verl / LlamaFactory checkpoints). A failed stage stops the run with its name and log
+file (``<RUN_DIR>/logs/<stage>.log``). See docs/runs.md.
 """
 
 from __future__ import annotations
@@ -45,7 +48,7 @@ from thinkj.records import write_json
 DEFAULTS: dict[str, tuple[str, str]] = {
     "MODEL_PROFILE": ("qwen2.5-7b-instruct", "configs/models/<profile>.yaml: hub id + LlamaFactory template"),
     "MODEL_NAME": ("Qwen2.5-7B-Instruct", "tags.model in results JSON (what `thinkj tables` matches)"),
-    "RUN_DIR": ("", "every output goes under here [runs/<MODEL_PROFILE>]"),
+    "RUN_DIR": ("", "every output goes under here [runs/<MODEL_PROFILE>, runs/<MODEL_PROFILE>_seed<SEED> with SEED]"),
     "TRAIN_SOURCE": ("skywork", "data_prep.load_source kind: skywork | helpsteer2 | hh_rlhf | generic"),
     "TRAIN_DATA_NAME": ("Skywork", "tags.train_data"),
     "SOURCE_LOCATION": ("", "hub name or local file for the source [the loader's hub default]"),
@@ -69,6 +72,7 @@ DEFAULTS: dict[str, tuple[str, str]] = {
     "BENCHMARKS": ("rewardbench rmbench autoj", "benchmarks to evaluate (space separated)"),
     "EVAL_LIMIT": ("", "items per benchmark [all]"),
     "MAX_NEW_TOKENS": ("4096", "evaluation generation budget per judgment"),
+    "SEED": ("", "seed of every seeded stage [unset: each stage's own default, listed below]"),
     "TABLES": ("4", "tables to render from this run's results (space separated)"),
     "DRY_RUN": ("0", "1 = print every command in order, run nothing"),
 }
@@ -76,15 +80,28 @@ DEFAULTS: dict[str, tuple[str, str]] = {
 
 # Settings that change what a stage produces, by stage (a stage also depends on every stage before it).
 # TP, NNODES, GPUS_PER_NODE, TEACHER_KEY_ENV, RUN_DIR and DRY_RUN change how a stage runs, not its result.
+# SEED enters at difficulty, the first seeded stage; every later stage depends on it through that one.
 STAGE_SETTINGS: dict[str, tuple[str, ...]] = {
     "load": ("TRAIN_SOURCE", "SOURCE_LOCATION", "SOURCE_LIMIT"),
-    "difficulty": ("MODEL_PROFILE", "JUDGE_BACKEND"),
+    "difficulty": ("MODEL_PROFILE", "JUDGE_BACKEND", "SEED"),
     "dedup": ("DEDUP_MODEL", "DEDUP_THRESHOLD"),
     "traces": ("TEACHER_MODEL", "TEACHER_URL"),
     "offline": ("OFFLINE_ITERATIONS",),
     "online": ("RL_ALGO", "REWARD_PRESET", "W_ACC", "W_FMT", "W_STR"),
     "eval": ("MODEL_NAME", "TRAIN_DATA_NAME", "EVAL_LIMIT", "MAX_NEW_TOKENS"),
     "tables": ("TABLES",),
+}
+# What each seeded stage uses when SEED is unset: the seeds the runs used before SEED existed, kept so that
+# those runs stay reproducible. The traces stage (the teacher's API) takes no seed; dedup, clip, seed_set,
+# merge and tables are deterministic.
+STAGE_SEEDS: dict[str, str] = {
+    "difficulty": "0 (data_prep.difficulty --seed)",
+    "judge_sft": "42 (LlamaFactory's seed)",
+    "critic_sft": "42 (LlamaFactory's seed)",
+    "offline": "0 for the critic-guided pairs (--seed), 42 for DPO (LlamaFactory's seed)",
+    "online": "verl's: data.seed null (the shuffle's torch generator at its default seed), rollout.seed 42, "
+              "actor / critic data_loader_seed 42",
+    "eval": "0 (thinkj eval run --seed)",
 }
 RL_ALGOS = ("grpo", "ppo", "reinforce_pp")
 SOURCES = ("skywork", "helpsteer2", "hh_rlhf", "generic")
@@ -116,7 +133,8 @@ def settings(env: dict[str, str] | None = None) -> dict[str, str]:
     """Resolve every setting from the environment (empty or unset -> the default)."""
     env = os.environ if env is None else env
     values = {k: (env.get(k) or d) for k, (d, _) in DEFAULTS.items()}
-    values["RUN_DIR"] = values["RUN_DIR"] or f"runs/{values['MODEL_PROFILE']}"
+    seeded = f"_seed{values['SEED']}" if values["SEED"] else ""
+    values["RUN_DIR"] = values["RUN_DIR"] or f"runs/{values['MODEL_PROFILE']}{seeded}"
     return values
 
 
@@ -146,7 +164,7 @@ def _one_of(name: str, value: str, allowed) -> None:
 
 def validate(s: dict[str, str]) -> None:
     """Check every setting before any stage runs; the first bad one fails in one line naming its variable."""
-    from thinkj.evaluation.specs import BENCHMARKS
+    from thinkj.evaluation.registry import BENCHMARKS
     from thinkj.rewards import PRESETS
     from thinkj.tables.specs import PAPER_ONLY, SPECS
 
@@ -162,6 +180,8 @@ def validate(s: dict[str, str]) -> None:
     for name in ("SOURCE_LIMIT", "EVAL_LIMIT"):
         if s[name]:
             _positive_int(name, s[name])
+    if s["SEED"] and (not s["SEED"].isdigit() or int(s["SEED"]) >= 2**32):
+        raise ThinkJError(f"SEED={s['SEED']!r}: must be a whole number from 0 to {2**32 - 1}")
     threshold = _finite("DEDUP_THRESHOLD", s["DEDUP_THRESHOLD"])
     if not 0 < threshold <= 1:
         raise ThinkJError(f"DEDUP_THRESHOLD={s['DEDUP_THRESHOLD']!r}: must be in (0, 1]")
@@ -218,11 +238,14 @@ def plan(s: dict[str, str]) -> list[Stage]:
     traces, clipped, seed = data / "traces" / "traces.jsonl", data / "clip" / "clipped.jsonl", data / "seed_set"
     hub = _profile_hub_id(s["MODEL_PROFILE"])
     tp = ["--tp", s["TP"]] if s["JUDGE_BACKEND"] == "vllm" else []
+    # unset SEED passes nothing: each stage keeps its own default (STAGE_SEEDS)
+    seed_opt, lf_seed = _opt("--seed", s["SEED"]), [f"seed={s['SEED']}"] if s["SEED"] else []
     stages = [
         Stage("load", [py, "-m", "data_prep.load_source", s["TRAIN_SOURCE"], "--out", str(source),
                        *_opt("--location", s["SOURCE_LOCATION"]), *_opt("--limit", s["SOURCE_LIMIT"])], source),
         Stage("difficulty", [py, "-m", "data_prep.difficulty", "--in", str(source), "--out", str(hard), "--model", hub,
-                             "--backend", s["JUDGE_BACKEND"], *tp, "--k", "3", "--temperature", "1.0"], hard),
+                             "--backend", s["JUDGE_BACKEND"], *tp, "--k", "3", "--temperature", "1.0", *seed_opt],
+              hard),
         Stage("dedup", [py, "-m", "data_prep.dedup", "--in", str(hard), "--out", str(kept), "--model", s["DEDUP_MODEL"],
                         "--threshold", s["DEDUP_THRESHOLD"]], kept),
         Stage("traces", ["thinkj", "data", "traces", str(kept), str(traces), "--model", s["TEACHER_MODEL"],
@@ -230,27 +253,28 @@ def plan(s: dict[str, str]) -> list[Stage]:
         Stage("clip", ["thinkj", "data", "clip", str(traces), str(clipped), "--tokenizer", hub], clipped),
         Stage("seed_set", ["thinkj", "data", "seed-set", str(clipped), str(seed)], seed / "dataset_info.json"),
         Stage("judge_sft", ["thinkj", "train", "sft", "judge_sft", "--model", s["MODEL_PROFILE"], "--run-dir", str(train),
-                            f"dataset_dir={seed}"], train / "judge_sft" / "thinkj_train.json"),
+                            f"dataset_dir={seed}", *lf_seed], train / "judge_sft" / "thinkj_train.json"),
     ]
     judge_sft = train / "judge_sft"
     if s["LEARNING"] == "offline":
         k = s["OFFLINE_ITERATIONS"]
         stages += [
             Stage("critic_sft", ["thinkj", "train", "sft", "critic_sft", "--model", s["MODEL_PROFILE"], "--run-dir",
-                                 str(train), f"dataset_dir={seed}"], train / "critic_sft" / "thinkj_train.json"),
+                                 str(train), f"dataset_dir={seed}", *lf_seed], train / "critic_sft" / "thinkj_train.json"),
             Stage("offline", ["thinkj", "train", "offline", "--pairs", str(seed / "rl_pairs.jsonl"), "--judge", str(judge_sft),
                               "--critic", str(train / "critic_sft"), "--iterations", k, "--model", s["MODEL_PROFILE"],
-                              "--run-dir", str(train), "--backend", s["JUDGE_BACKEND"]],
+                              "--run-dir", str(train), "--backend", s["JUDGE_BACKEND"], *seed_opt, *lf_seed],
                   train / "offline" / "iterations.json"),
         ]
         final, method = train / "offline" / f"iter_{k}" / "model", "offline (Critic-guided)"
     else:
         online = train / online_folder(s)
         weights = [x for name in ("W_ACC", "W_FMT", "W_STR") if s[name] for x in ("--weight", f"{name.lower()}={s[name]}")]
+        verl_seed = verl_seed_overrides(int(s["SEED"])) if s["SEED"] else []
         stages += [
             Stage("online", ["thinkj", "train", "rl", "--engine", "verl", "--algo", s["RL_ALGO"], "--model", str(judge_sft),
                              "--data", str(seed / "rl.parquet"), "--out", str(online), "--preset", s["REWARD_PRESET"],
-                             *weights, "--nnodes", s["NNODES"], "--gpus-per-node", s["GPUS_PER_NODE"]],
+                             *weights, "--nnodes", s["NNODES"], "--gpus-per-node", s["GPUS_PER_NODE"], *verl_seed],
                   online / "checkpoints"),
             Stage("merge", [py, "-m", "thinkj.pipeline", "merge-verl", str(online / "checkpoints"), str(online / "hf")],
                   online / "hf" / "config.json"),
@@ -267,6 +291,7 @@ def plan(s: dict[str, str]) -> list[Stage]:
         stages.append(Stage(f"eval_{bench}", ["thinkj", "eval", "run", bench, "--model", str(final), "--backend",
                                               s["JUDGE_BACKEND"], "--out", str(evals / bench), *tag_args,
                                               "--max-new-tokens", s["MAX_NEW_TOKENS"], *_opt("--limit", s["EVAL_LIMIT"]),
+                                              *seed_opt,
                                               *(["--backend-arg", f"tensor_parallel_size={s['TP']}"]
                                                 if s["JUDGE_BACKEND"] == "vllm" else [])],
                             evals / bench / f"{bench}.results.json"))
@@ -274,6 +299,13 @@ def plan(s: dict[str, str]) -> list[Stage]:
     stages.append(Stage("tables", ["thinkj", "tables", *s["TABLES"].split(), "--results", str(run / "eval"),
                                    "--out", str(tables)], tables / f"table{s['TABLES'].split()[-1]}.md"))
     return _with_settings(stages, s)
+
+
+def verl_seed_overrides(seed: int) -> list[str]:
+    """verl's Hydra overrides for one seed (its key names: :func:`thinkj.online.verl_launch.seed_overrides`)."""
+    from thinkj.online.verl_launch import seed_overrides
+
+    return seed_overrides(seed)
 
 
 def _profile_hub_id(profile: str) -> str:
@@ -395,6 +427,8 @@ def main(argv: list[str] | None = None) -> None:
     elif argv == ["--print-env"]:
         for name, value in settings().items():
             print(f"{name}={value}    # {DEFAULTS[name][1]}")
+            if name == "SEED":
+                print("\n".join(f"#   {stage}: {seed}" for stage, seed in STAGE_SEEDS.items()))
     elif not argv:
         run_pipeline(settings())
     else:

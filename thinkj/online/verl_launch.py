@@ -6,6 +6,8 @@
     # one node, 8 GPUs, Llama preset, strength weight changed by one override, then run
     python -m thinkj.online.verl_launch --algo reinforce_pp --model runs/llama8b/judge_sft --data data/verl/train.parquet \\
         --nnodes 1 --preset thinkj_llama --weight w_str=0.2 -- trainer.total_epochs=2
+    # one seed for the data shuffle, the rollout sampling and the mini-batches (default: verl's own)
+    python -m thinkj.online.verl_launch --algo grpo --model runs/qwen7b/judge_sft --data data/verl/train.parquet --seed 3
 
 Everything after ``--`` is passed to verl as Hydra overrides, last, so any Table 11 value can be changed
 for an ablation without copying a config. ``scripts/train_verl.sh`` and ``thinkj train rl --engine verl``
@@ -34,6 +36,11 @@ ALGOS = {"grpo": "grpo", "ppo": "ppo", "reinforce_pp": "reinforce_plus_plus", "r
 # verl 0.9 accepts these old top-level reward keys but its trainer never reads them (see docs/online_learning.md)
 LEGACY_REWARD_KEYS = ("custom_reward_function.", "reward_model.reward_manager")
 DEVICES = ("gpu", "cpu")
+# Every seed verl 0.9.1's legacy trainer (trainer.use_v1: false) reads, in its own key names: the training
+# data shuffle (data.seed, verl's default null = torch's default generator seed), vLLM's sampling
+# (rollout.seed, 42) and the PPO mini-batch order of the actor and the critic (data_loader_seed, 42).
+SEED_KEYS = ("data.seed", "actor_rollout_ref.rollout.seed", "actor_rollout_ref.actor.data_loader_seed",
+             "critic.data_loader_seed")
 
 
 class LaunchError(ThinkJError):
@@ -57,6 +64,7 @@ class VerlLaunch:
     python: str = sys.executable
     device: str = "gpu"  # gpu | cpu (verl_cpu: the real trainer on the host CPU, tiny models only)
     allow_think_tokens: bool = False  # launch even if <think> would be hidden from the reward (think_check)
+    seed: int | None = None  # None: verl's own seeds (SEED_KEYS)
 
 
 def check_override(override: str) -> None:
@@ -67,6 +75,13 @@ def check_override(override: str) -> None:
     if any(key == k.rstrip(".") or key.startswith(k) for k in LEGACY_REWARD_KEYS):
         raise LaunchError(f"override {override!r} uses an old top-level reward key that verl 0.9 ignores; "
                           "use reward.custom_reward_function.* (and reward_kwargs for the preset and weights)")
+
+
+def seed_overrides(seed: int) -> list[str]:
+    """Hydra overrides that give every seed verl reads (:data:`SEED_KEYS`) the value ``seed``."""
+    if isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed < 2**32:
+        raise LaunchError(f"seed {seed!r}: must be a whole number from 0 to {2**32 - 1}")
+    return [f"{key}={seed}" for key in SEED_KEYS]
 
 
 def build_command(spec: VerlLaunch) -> tuple[list[str], dict[str, str]]:
@@ -105,6 +120,7 @@ def build_command(spec: VerlLaunch) -> tuple[list[str], dict[str, str]]:
             # Hydra's own run folder (config + log), inside the output folder instead of ./outputs
             f"hydra.run.dir={out / 'hydra'}",
             *(verl_cpu.cpu_overrides(spec.algo) if on_cpu else []),
+            *(seed_overrides(spec.seed) if spec.seed is not None else []),
             *spec.overrides]
     # verl's file logger writes <root>/<project>/<experiment>.jsonl; tensorboard goes to TENSORBOARD_DIR
     env = {"VERL_FILE_LOGGER_ROOT": str(out / "logs"), "TENSORBOARD_DIR": str(out / "logs" / "tensorboard"),
@@ -176,6 +192,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--nnodes", type=int, default=2)
     parser.add_argument("--gpus-per-node", type=int, default=8)
     parser.add_argument("--experiment-name", default=None)
+    parser.add_argument("--seed", type=int, default=None,
+                        help="seed of the data shuffle, rollout sampling and mini-batches [verl's own: null, 42, 42]")
     parser.add_argument("--config-dir", default=str(CONFIG_DIR))
     parser.add_argument("--device", default="gpu", choices=DEVICES,
                         help="cpu: verl's trainer on this machine's CPU (tiny models; see thinkj/online/verl_cpu.py)")
@@ -188,7 +206,7 @@ def main(argv: list[str] | None = None) -> int:
                       preset=args.preset, weights=parse_weights(args.weight), nnodes=args.nnodes,
                       gpus_per_node=args.gpus_per_node, experiment_name=args.experiment_name,
                       overrides=list(args.overrides), config_dir=args.config_dir, device=args.device,
-                      allow_think_tokens=args.allow_think_tokens)
+                      allow_think_tokens=args.allow_think_tokens, seed=args.seed)
     try:
         return run(spec, dry_run=args.dry_run)
     except LaunchError as err:
