@@ -15,6 +15,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from thinkj.atomic import atomic_open, write_text_atomic
 from thinkj.errors import ThinkJError
 
 LABELS = ("a", "b", "tie")
@@ -177,26 +178,17 @@ def iter_pairs(path: str | os.PathLike, *, skip_invalid: bool = False,
 
 
 def write_json(path: str | os.PathLike, document: Any, *, indent: int = 1) -> Path:
-    """Write one JSON document atomically (temp file + rename): a reader never sees half a summary."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(path.suffix + ".tmp")
-    tmp.write_text(json.dumps(document, indent=indent, ensure_ascii=False, default=str) + "\n", encoding="utf-8")
-    os.replace(tmp, path)
-    return path
+    """Write one JSON document atomically (:mod:`thinkj.atomic`): a reader never sees half a summary."""
+    return write_text_atomic(path, json.dumps(document, indent=indent, ensure_ascii=False, default=str) + "\n")
 
 
 def write_jsonl(path: str | os.PathLike, rows: Iterable[Any]) -> int:
-    """Write rows atomically (temp file + rename) so a crash never leaves half a file behind."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(path.suffix + ".tmp")
+    """Write rows atomically (:mod:`thinkj.atomic`) so a crash, or a row that fails, never leaves half a file."""
     count = 0
-    with open(tmp, "w", encoding="utf-8") as handle:
+    with atomic_open(path) as handle:
         for row in rows:
             if hasattr(row, "to_dict"):
                 row = row.to_dict()
             handle.write(json.dumps(row, ensure_ascii=False) + "\n")
             count += 1
-    os.replace(tmp, path)
     return count

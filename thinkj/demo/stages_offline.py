@@ -134,6 +134,7 @@ def _add_rule_based_pairs(ctx, out: Path, pairs, summary: dict[str, Any]) -> dic
     from thinkj.export.llamafactory import write_preference_dataset
     from thinkj.offline.build import DPO_DATASET
     from thinkj.prompts import get_template, judge_output
+    from thinkj.records import write_json
 
     explain = get_task(ctx.plan.task).explain
     min_pairs = ctx.plan.min_pairs
@@ -146,7 +147,7 @@ def _add_rule_based_pairs(ctx, out: Path, pairs, summary: dict[str, Any]) -> dic
              for p in pairs[:min_pairs * 2] if p.label in ("a", "b")]
     write_preference_dataset(out, DPO_DATASET, examples + extra)
     summary.update(pairs=len(examples) + len(extra), fallback_pairs=len(extra))
-    (out / "summary.json").write_text(json.dumps(summary, indent=1))
+    write_json(out / "summary.json", summary)  # temp file + rename: never half a summary under the name
     return summary
 
 
