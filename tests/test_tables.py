@@ -64,7 +64,7 @@ def test_filled_cell_shows_ours_paper_and_difference(results_dir):
     assert cells_of(md, "online (PPO)")[1:] == ["— / " + c.split(" / ")[1] for c in cells_of(md, "online (PPO)")[1:]]
 
 
-@pytest.mark.parametrize("key", [k for k in SPECS if k != "demo"])
+@pytest.mark.parametrize("key", [k for k, spec in SPECS.items() if spec.paper])
 def test_paper_values_never_fill_our_column(key):
     grid = build_grid(SPECS[key], [])
     assert all(cell.ours is None for row in grid.cells for cell in row)
@@ -195,17 +195,30 @@ def test_smoke_report_stage(tmp_path):
     assert "online/reward_curve.png" in listing and "report/tabledemo_synthetic.png" in listing
 
 
+def scored(benchmark: str, records: list[dict], unparsed_half: bool = False, protocol: str = "single", **tags) -> dict:
+    """The results document ``thinkj eval run`` writes for these judgment records (its own scorer and wrapper)."""
+    from thinkj.evaluation.run import EvalConfig, results_document
+
+    cfg = EvalConfig(benchmark=benchmark, model=f"/models/{tags.get('model', 'judge')}", tags=tags,
+                     unparsed_half=unparsed_half, protocol=protocol)
+    return results_document(cfg, records, None)
+
+
+def write_document(folder: Path, name: str, document: dict) -> Path:
+    path = folder / f"{name}.results.json"
+    path.write_text(json.dumps(document))
+    return path
+
+
 def test_demo_from_the_evaluation_scorer(tmp_path):
-    """The demo reads what `thinkj eval score` produces (skipped where the evaluation package is absent)."""
-    metrics_mod = pytest.importorskip("thinkj.evaluation.metrics")
+    """The demo reads what `thinkj eval run` writes."""
     records = []
     for i in range(8):
         gold = "a" if i % 2 else "b"
         records.append({"item_id": f"t{i}", "order": "original", "gold": gold, "verdict": "a", "benchmark": "synthetic"})
         records.append({"item_id": f"t{i}", "order": "swapped", "gold": "b" if gold == "a" else "a", "verdict": "a",
                         "benchmark": "synthetic"})
-    metrics = metrics_mod.score("synthetic", records)
-    path = write_result(tmp_path, "online", "synthetic", metrics, model="tiny", method="online")
+    path = write_document(tmp_path, "online", scored("synthetic", records, model="tiny", method="online"))
     row = cells_of(render_table("demo", [load_result(path)]).markdown, "online")
     # always "a": half right (Wilson 95% interval over the 16 judgments), never the same response in both orders
     assert row[1:] == ["50.0 [28.0, 72.0]", "0.0", "0.0"]
@@ -231,14 +244,11 @@ def test_one_base_model_result_fills_every_baseline_row(tmp_path):
 # ------------------------------------------------------------------------------------------ partial runs, bad values
 
 def test_partial_result_is_marked_with_a_footnote_and_a_complete_one_is_not(tmp_path):
-    from thinkj.evaluation.metrics import score
-
     # A Chat-only RewardBench run: officially Safety, Chat Hard and Reasoning count 0, and the cell is marked.
     records = [r for k in range(3) for r in (
         {"item_id": str(k), "order": "original", "gold": "a", "verdict": "a", "subset": "alpacaeval-easy"},
         {"item_id": str(k), "order": "swapped", "gold": "b", "verdict": "b" if k else "a", "subset": "alpacaeval-easy"})]
-    metrics = score("rewardbench", records)
-    write_result(tmp_path, "partial", "rewardbench", metrics, complete=metrics["complete"], model="Think-J-Qwen-2.5-32B")
+    write_document(tmp_path, "partial", scored("rewardbench", records, model="Think-J-Qwen-2.5-32B"))
     md = render_table(2, collect_results([tmp_path])).markdown
     row = cells_of(md, "Think-J-Qwen-2.5-32B")
     # Chat (5 of 6 judgments right) = 83.33; overall = 83.33 / 4 = 20.83, the old mean of the present sections: 83.3
@@ -246,7 +256,7 @@ def test_partial_result_is_marked_with_a_footnote_and_a_complete_one_is_not(tmp_
     assert "| — / " in md.split("Think-J-Qwen-2.5-32B")[1].split("\n")[0]  # Chat Hard: not run, no number
     note = [line for line in md.splitlines() if line.startswith("* Think-J-Qwen-2.5-32B [RewardBench Overall]")]
     assert note and "incomplete: section Chat Hard; section Safety; section Reasoning" in note[0]
-    assert "partial.json" in note[0]
+    assert "partial.results.json" in note[0]
 
     full = tmp_path / "full"
     full.mkdir()
@@ -268,6 +278,70 @@ def test_limit_protocol_and_unknown_completeness_are_marked(tmp_path):
     assert "incomplete: --limit 8; --protocol pair (the paper's is taken to be single)" in md
     assert "completeness not recorded (older results file)" in md
     assert "Agreement (both orders)" in md  # Table 2's Auto-J column is Auto-J's official agreement
+
+
+def full_rewardbench_records(unparsed_every: int = 0) -> list[dict]:
+    """Both orders of every pair of the filtered split (a complete run); every ``unparsed_every``-th pair's
+    original order has no verdict."""
+    from thinkj.evaluation.specs import REWARDBENCH_ROWS
+
+    records, n = [], 0
+    for subset, rows in REWARDBENCH_ROWS.items():
+        for k in range(rows):
+            n += 1
+            unparsed = unparsed_every and n % unparsed_every == 0
+            records += [{"item_id": f"{subset}-{k}", "order": "original", "gold": "a", "verdict": None if unparsed else "a",
+                         "subset": subset},
+                        {"item_id": f"{subset}-{k}", "order": "swapped", "gold": "b", "verdict": "b", "subset": subset}]
+    return records
+
+
+def test_unparsed_half_is_marked_in_every_renderer(tmp_path):
+    """A complete run scored with --unparsed-half (an unparsable verdict 0.5, not 0) is marked like another
+    protocol, in Markdown, LaTeX and the chart; the same run scored by default is not marked."""
+    from thinkj.tables.charts import series, value_label
+
+    records = full_rewardbench_records(unparsed_every=4)
+    half = scored("rewardbench", records, unparsed_half=True, model="Think-J-Qwen-2.5-32B")
+    zero = scored("rewardbench", records, model="Think-J-Qwen-2.5-32B")
+    # what the results carry: the convention in metrics.unparsed (and metrics.unparsed_rule), nothing at the top
+    assert half["complete"] is True and (half["metrics"]["unparsed"], zero["metrics"]["unparsed"]) == ("half", "wrong")
+    assert half["metrics"]["subsets"]["alpacaeval-easy"] == 93.75 and zero["metrics"]["subsets"]["alpacaeval-easy"] == 87.5
+    write_document(tmp_path, "half", half)
+    rendered = render_table(2, collect_results([tmp_path]), tmp_path / "out", formats=("md", "latex"))
+    row = cells_of(rendered.markdown, "Think-J-Qwen-2.5-32B")
+    assert all(cell.split(" / ")[0].endswith("*") for cell in row[1:6])
+    notes = [line for line in rendered.markdown.splitlines() if line.startswith("* Think-J-Qwen-2.5-32B [RewardBench")]
+    assert len(notes) == 5
+    assert all(": --unparsed-half (a verdict naming neither response scored 0.5, not 0) (" in n for n in notes)
+    assert "Marked (*)" in rendered.markdown
+    assert "--unparsed-half (a verdict naming neither response scored 0.5, not 0)" in rendered.latex
+    assert "Marked (*)" in rendered.latex and r"* / 90.5 {\scriptsize" in rendered.latex
+    overall = next(s for s in series(rendered.grid, "rewardbench") if s[2])   # ours, the headline column
+    assert overall[4][rendered.grid.rows.index(("Think-J-Qwen-2.5-32B",))] is True
+    assert value_label(23.4, True, True) == "23.4*" and value_label(23.4, True) == "23.4"
+    assert (tmp_path / "out" / "table2_rewardbench.png").exists()
+
+    default = tmp_path / "default"
+    default.mkdir()
+    write_document(default, "zero", zero)
+    md = render_table(2, collect_results([default])).markdown
+    assert "*" not in "".join(cells_of(md, "Think-J-Qwen-2.5-32B")) and "\n* " not in md and "Marked" not in md
+
+
+def test_auto_j_numbers_are_not_marked_for_rules_they_ignore(tmp_path):
+    """Auto-J's scorer applies its own both-orders rule: --protocol / --unparsed-half change none of its numbers."""
+    records = [r for k in range(4) for r in (
+        {"item_id": str(k), "order": "original", "gold": "a", "verdict": None, "scenario": "default"},
+        {"item_id": str(k), "order": "swapped", "gold": "b", "verdict": "b", "scenario": "default"})]
+    other = scored("autoj", records, unparsed_half=True, protocol="pair", model="Think-J-Qwen-2.5-32B")
+    assert (other["metrics"]["unparsed"], other["metrics"]["protocol"]) == ("half", "pair")
+    assert other["metrics"]["agreement"] == scored("autoj", records)["metrics"]["agreement"]
+    write_document(tmp_path, "autoj", other)
+    md = render_table(2, collect_results([tmp_path])).markdown
+    note = [line for line in md.splitlines() if line.startswith("* Think-J-Qwen-2.5-32B [Auto-J")]
+    assert note and note[0].split(": ", 1)[1].startswith("incomplete: 4 of 1392 items (")
+    assert "--unparsed-half" not in note[0] and "--protocol" not in note[0]
 
 
 @pytest.mark.parametrize("value", [950.0, -5.0, float("nan"), float("inf")])

@@ -3,6 +3,7 @@
     thinkj tables 4 --results runs/ --out runs/tables                       # Table 4, Markdown + PNG
     thinkj tables 2 3 4 8 --results 'runs/**/*.json' --format both          # several, Markdown and LaTeX
     thinkj tables demo --results runs/smoke/evaluation --out runs/smoke/report
+    thinkj tables rewardbench2 judgebench --results runs/eval               # our runs only: not in the paper
     thinkj tables --list                                                    # what each table matches on
 
 Tables 1, 10 and 11 hold no evaluation results and are printed as the paper has them.
@@ -21,7 +22,8 @@ FORMATS = {"md": ("md",), "latex": ("latex",), "both": ("md", "latex")}
 
 @app.callback(invoke_without_command=True)
 def tables(
-    tables: list[str] = typer.Argument(None, help="table numbers (2-9; 1, 10, 11 print the paper's) or 'demo'; "
+    tables: list[str] = typer.Argument(None, help="table numbers (2-9; 1, 10, 11 print the paper's), 'demo', or the "
+                                                  "views of our runs only 'rewardbench2', 'judgebench'; "
                                                   "other arguments are taken as results paths (shell-expanded globs)"),
     results: list[str] = typer.Option(None, "--results", "-r", help="results JSON file, directory or glob (repeatable)"),
     out: Path = typer.Option(None, "--out", "-o", help="write table<N>.md/.tex and table<N>_<benchmark>.png here"),

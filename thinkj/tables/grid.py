@@ -47,6 +47,11 @@ class Grid:
         return sorted({c.source for row in self.cells for c in row if c.source is not None})
 
 
+def row_label(row: tuple[str, ...]) -> str:
+    """A row's labels as one name (empty labels, i.e. absent tags, left out)."""
+    return " / ".join(label for label in row if label) or "(no tags)"
+
+
 def norm(value: Any) -> str:
     """Tag comparison ignores case, spaces, '-' and '_' ('Llama-3-8B-Instruct' == 'llama3 8b instruct')."""
     return re.sub(r"[\s_\-]+", "", str(value)).lower()
@@ -79,11 +84,18 @@ def _weight(tags: dict[str, Any], name: str) -> Any:
 BASE_METHODS = ("base", "baseline")
 
 
+def _tag_text(tags: dict[str, Any], name: str) -> str:
+    value = tags.get(name)
+    return "" if value is None else str(value).strip()
+
+
 def row_matches(spec: TableSpec, group: ColumnGroup, row: tuple[str, ...], tags: dict[str, Any]) -> bool:
     shared = any(label in spec.shared_rows for label in row)
     for name, accepted in spec.fixed_tags.items():
         if not _tag_matches(tags, name, accepted):
             return False
+    if spec.rows_from_results:  # the row is these very tag values: equal, so no result fills two rows
+        return tuple(norm(_tag_text(tags, spec.row_tags[k])) for k in spec.row_keys) == tuple(norm(r) for r in row)
     for name, accepted in group.tags.items():
         # Rows that train on nothing (e.g. direct prompting) appear under every training set: the tag may be absent.
         if not _tag_matches(tags, name, accepted + (("",) if shared else ())):
@@ -116,7 +128,21 @@ def _keys_match(spec: TableSpec, row: tuple[str, ...], tags: dict[str, Any], ski
     return True
 
 
-def _paper_rows(spec: TableSpec) -> tuple[list[tuple[str, ...]], list[dict[str, Any]]]:
+def _result_rows(spec: TableSpec, results: list[Result]) -> list[tuple[str, ...]]:
+    """The distinct row-tag values among the results of the spec's benchmarks (and fixed tags), sorted."""
+    benchmarks = {column.metric.benchmark for _, column in spec.columns}
+    rows: dict[tuple[str, ...], tuple[str, ...]] = {}
+    for result in results:
+        if result.benchmark in benchmarks and all(_tag_matches(result.tags, n, a) for n, a in spec.fixed_tags.items()):
+            row = tuple(_tag_text(result.tags, spec.row_tags[k]) for k in spec.row_keys)
+            rows.setdefault(tuple(norm(v) for v in row), row)
+    return [rows[key] for key in sorted(rows)]
+
+
+def _paper_rows(spec: TableSpec, results: list[Result]) -> tuple[list[tuple[str, ...]], list[dict[str, Any]]]:
+    if spec.rows_from_results:
+        rows = _result_rows(spec, results)
+        return rows, [{} for _ in rows]
     if not spec.paper:
         return [tuple(r) for r in spec.rows], [{} for _ in spec.rows]
     table = load_paper_table(int(spec.key), raw=True)
@@ -124,7 +150,7 @@ def _paper_rows(spec: TableSpec) -> tuple[list[tuple[str, ...]], list[dict[str, 
 
 
 def build_grid(spec: TableSpec, results: list[Result]) -> Grid:
-    rows, paper_rows = _paper_rows(spec)
+    rows, paper_rows = _paper_rows(spec, results)
     grid = Grid(spec, list(spec.groups), rows, [])
     for row, paper_row in zip(rows, paper_rows):
         line = []
@@ -139,10 +165,12 @@ def build_grid(spec: TableSpec, results: list[Result]) -> Grid:
                 valued.sort(key=lambda rv: (rv[0].time, str(rv[0].path)))
                 chosen, cell.ours = valued[-1]
                 cell.source, cell.interval = chosen.path, metric_interval(chosen, column.metric)
-                # Only beside a paper's number: a demo table's slices say so in their headers.
-                cell.notes = chosen.notes() if spec.paper else []
+                # Beside a paper's number, and in views that ask for marks; a demo table's slices say so in their
+                # headers.
+                cell.notes = chosen.notes() if spec.shows_marks else []
                 if len(valued) > 1:
-                    grid.warnings.append(f"{' / '.join(row)} [{group.label} {column.header}]: {len(valued)} results match; "
+                    where = f"{row_label(row)} [{f'{group.label} ' if group.label else ''}{column.header}]"
+                    grid.warnings.append(f"{where}: {len(valued)} results match; "
                                          f"using the newest, {chosen.path}")
             line.append(cell)
         grid.cells.append(line)

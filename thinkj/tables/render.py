@@ -1,15 +1,17 @@
 """Markdown and LaTeX for a filled table, and the paper-only tables (1, 10, 11).
 
 Paper tables: each cell reads ``ours / paper (ours - paper)``; "—" for ours means no result of ours fills
-the cell (the paper's number is never shown in our place). Tables without a paper counterpart (the demo)
-show our value, with its 95% interval when the results carry one.
+the cell (the paper's number is never shown in our place). Tables without a paper counterpart (the demo, the
+RewardBench 2 and JudgeBench views) show our value, with its 95% interval when the results carry one.
+A number of ours that is not a full default-protocol run is marked ``*`` with a legend line and one note per
+marked cell under the table (paper tables and the views that ask for marks).
 """
 
 from __future__ import annotations
 
 from thinkj.paper_results import load_paper_table
-from thinkj.tables.grid import Cell, Grid
-from thinkj.tables.specs import PAPER_ONLY
+from thinkj.tables.grid import Cell, Grid, row_label
+from thinkj.tables.specs import PAPER_ONLY, PAPER_PROTOCOL
 
 DASH = "—"
 LEGEND = f"Each cell: ours / paper (ours − paper). {DASH} in our place: not run by us; {DASH} for the paper: not reported."
@@ -20,6 +22,9 @@ def fmt(value: float | None) -> str:
 
 
 MARK = "*"
+MARK_LEGEND = (f"Marked ({MARK}): our number is not a full default-protocol run (incomplete, --limit, not official, "
+               f"--protocol other than {PAPER_PROTOCOL}, or --unparsed-half); the note for each marked cell says which, "
+               "and names the results file.")
 
 
 def ours_text(cell: Cell) -> str:
@@ -50,14 +55,15 @@ def _mark_notes(grid: Grid) -> list[str]:
     for row, cells in zip(grid.rows, grid.cells):
         for (group, column), cell in zip(grid.columns, cells):
             if cell.ours is not None and cell.notes:
-                where = f"{' / '.join(row)} [{f'{group.label} ' if group.label else ''}{column.header}]"
+                where = f"{row_label(row)} [{f'{group.label} ' if group.label else ''}{column.header}]"
                 lines.append(f"{MARK} {where}: {'; '.join(cell.notes)} ({cell.source})")
     return lines
 
 
 def _footer(grid: Grid) -> list[str]:
     lines = [f"Rows matched by: {grid.spec.notes}.", f"Filled from {len(grid.used_sources)} results file(s)."]
-    lines += _mark_notes(grid)
+    notes = _mark_notes(grid)
+    lines += [MARK_LEGEND] * bool(notes) + notes
     lines += [f"Warning: {w}" for w in grid.warnings]
     return lines
 
@@ -70,6 +76,8 @@ def markdown(grid: Grid) -> str:
     spec = grid.spec
     head = f"Table {spec.key}" if spec.key.isdigit() else f"Table ({spec.key})"
     out = [f"**{head}.** {spec.title}", ""]
+    if spec.caption:
+        out += [spec.caption, ""]
     if spec.paper:
         out += [LEGEND, ""]
     elif any(c.interval for row in grid.cells for c in row):
@@ -121,8 +129,10 @@ def latex(grid: Grid) -> str:
     for row, cells in zip(grid.rows, grid.cells):
         lines.append(" & ".join([latex_escape(r) for r in row] + [_latex_cell(c, spec.paper) for c in cells]) + r" \\")
     lines += [r"\bottomrule", r"\end{tabular}"]
-    lines += [rf"\par{{\footnotesize {latex_escape(note)}}}" for note in _mark_notes(grid)]
+    notes = _mark_notes(grid)
+    lines += [rf"\par{{\footnotesize {latex_escape(note)}}}" for note in [MARK_LEGEND] * bool(notes) + notes]
     caption = latex_escape(spec.title) + (". " + latex_escape(LEGEND) if spec.paper else "")
+    caption += (". " + latex_escape(spec.caption)) if spec.caption else ""
     label = spec.key if spec.key.isdigit() else spec.key.replace("_", "-")
     lines += [rf"\caption{{{caption}}}", rf"\label{{tab:thinkj-{label}}}", r"\end{table*}"]
     return "\n".join(lines) + "\n"

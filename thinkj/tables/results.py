@@ -1,8 +1,9 @@
 """Read results JSON files and pull one metric out of each.
 
 A results JSON (the contract shared with ``thinkj eval``) is one evaluation of one model on one benchmark:
-``{"benchmark": "rewardbench" | "rmbench" | "autoj" | "synthetic", "metrics": {...}, "tags": {...},
-"provenance": {...}}``; metrics are percentages 0-100 as ``thinkj eval score`` prints them.
+``{"benchmark": "rewardbench" | "rmbench" | "autoj" | "synthetic" | "rewardbench2" | "judgebench", "complete",
+"metrics": {...}, "tags": {...}, "provenance": {...}}``; metrics are percentages 0-100 as ``thinkj eval score``
+prints them (RewardBench 2's Ties score and overall may pass 100 or 0 by up to one point, as upstream).
 """
 
 from __future__ import annotations
@@ -16,7 +17,14 @@ from pathlib import Path
 from typing import Any
 
 from thinkj.records import RecordError
-from thinkj.tables.specs import PAPER_PROTOCOL, REWARDBENCH_CHAT_HARD_N, REWARDBENCH_CHAT_N, Metric
+from thinkj.tables.specs import (
+    PAPER_PROTOCOL,
+    REWARDBENCH_CHAT_HARD_N,
+    REWARDBENCH_CHAT_N,
+    RULE_FREE_BENCHMARKS,
+    UNPARSED_HALF,
+    Metric,
+)
 
 
 @dataclass(frozen=True)
@@ -34,7 +42,9 @@ class Result:
         return str(self.provenance.get("time") or "")
 
     def notes(self) -> list[str]:
-        """Why a number from this result is not a full, paper-protocol run ([] when it is one)."""
+        """Why a number from this result is not a full, default-protocol run ([] when it is one): incomplete
+        (``metrics.missing``, ``--limit``; ``complete`` alone in older files), not official (``metrics.official``
+        false: RewardBench 2's round robin), another ``--protocol``, or ``--unparsed-half``."""
         out = []
         missing = [str(m) for m in self.metrics.get("missing") or []]
         limit = (self.provenance.get("data") or {}).get("limit") if isinstance(self.provenance.get("data"), dict) else None
@@ -45,9 +55,15 @@ class Result:
                 out.append("incomplete: " + "; ".join(missing))
             else:
                 out.append("incomplete" if self.complete is False else "completeness not recorded (older results file)")
+        if self.metrics.get("official") is False:
+            out.append(f"not official (mode {self.metrics.get('mode', 'not recorded')})")
+        if self.benchmark in RULE_FREE_BENCHMARKS:
+            return out
         protocol = self.metrics.get("protocol")
         if protocol is not None and protocol != PAPER_PROTOCOL:
             out.append(f"--protocol {protocol} (the paper's is taken to be {PAPER_PROTOCOL})")
+        if self.metrics.get("unparsed") == UNPARSED_HALF:
+            out.append("--unparsed-half (a verdict naming neither response scored 0.5, not 0)")
         return out
 
 
@@ -128,10 +144,14 @@ def _number(value: Any) -> float | None:
         return None
 
 
-def _percentage(value: float | None, result_path: Path, where: str) -> float | None:
-    """Every table cell is a percentage: refuse NaN, infinities and values outside 0-100 with file and field."""
-    if value is not None and (not math.isfinite(value) or not 0.0 <= value <= 100.0):
-        raise RecordError(f"{value} is not a percentage in 0-100", path=result_path, field=f"metrics.{where}")
+def _percentage(value: float | None, result_path: Path, where: str,
+                bounds: tuple[float, float] = (0.0, 100.0)) -> float | None:
+    """Every table cell is a percentage: refuse NaN, infinities and values outside 0-100 (or the metric's own
+    ``bounds``) with file and field."""
+    low, high = bounds
+    if value is not None and (not math.isfinite(value) or not low <= value <= high):
+        span = "a percentage in 0-100" if bounds == (0.0, 100.0) else f"in [{low:g}, {high:g}]"
+        raise RecordError(f"{value} is not {span}", path=result_path, field=f"metrics.{where}")
     return value
 
 
@@ -157,10 +177,11 @@ DERIVED = {"rewardbench_chat_pooled": _chat_pooled}
 
 def metric_value(result: Result, metric: Metric) -> float | None:
     """The metric's value in ``result`` (None when the results lack it); a value that is not a percentage in
-    0-100 (NaN, 950, -5) raises RecordError naming the file and field, never reaches a table."""
+    0-100 (NaN, 950, -5; or outside the metric's ``bounds``) raises RecordError naming the file and field, never
+    reaches a table."""
     if metric.derive:
         return DERIVED[metric.derive](result.metrics, result.path)
-    return _percentage(_number(_lookup(result.metrics, metric.path)), result.path, ".".join(metric.path))
+    return _percentage(_number(_lookup(result.metrics, metric.path)), result.path, ".".join(metric.path), metric.bounds)
 
 
 def metric_interval(result: Result, metric: Metric) -> tuple[float, float] | None:

@@ -9,6 +9,8 @@ A results JSON (see ``thinkj/tables/results.py``) fills a cell when
     carry a hub organisation (``meta-llama/Meta-Llama-3-8B-Instruct``).
 Table 8 is a one-at-a-time ablation: the row names one weight and its value, and the other weights must
 be the column group's defaults (a missing tag counts as the default).
+Views of benchmarks the paper does not report (RewardBench 2, JudgeBench) have no paper rows: their rows are
+the distinct values of the row tags among the results given (``rows_from_results``), one row per distinct combination.
 
 The metric read for a column is ``Metric.path`` inside the results' ``metrics`` dict, or a derived value
 (``derive``), e.g. RewardBench's pooled Chat + Chat Hard of Tables 5-7.
@@ -27,6 +29,17 @@ REWARDBENCH_CHAT_N, REWARDBENCH_CHAT_HARD_N = 358, 456
 # The paper does not state its protocol; we take it to be `single` (every judgment a trial: RewardBench's and
 # RM-Bench's own scorers judge one order). A result scored with another protocol is marked in the tables.
 PAPER_PROTOCOL = "single"
+# Likewise an unparsable verdict scores 0 by default (`metrics.unparsed` = "wrong"); a run scored with
+# --unparsed-half (`metrics.unparsed` = "half": 0.5 instead) is marked.
+UNPARSED_HALF = "half"
+# Auto-J's scorer applies its own rule over both orders, so --protocol and --unparsed-half change none of its
+# numbers (thinkj.evaluation score_autoj): they are recorded in its metrics but earn no mark.
+RULE_FREE_BENCHMARKS = ("autoj",)
+
+# RewardBench 2's Ties score is 0.30 + 0.30 + 0.20 + 0.20 of shares plus 0.01 x a mean tanh in [-1, 1], so it
+# lies in [-1, 101]; the overall (mean of six subsets, rounded to 2 decimals) in [-0.17, 100.17].
+RB2_TIES_RANGE = (-1.0, 101.0)
+RB2_OVERALL_RANGE = (-0.17, 100.17)
 
 
 @dataclass(frozen=True)
@@ -34,6 +47,7 @@ class Metric:
     benchmark: str                 # the results JSON "benchmark"
     path: tuple[str, ...] = ()     # keys into "metrics"
     derive: str | None = None      # a function in thinkj.tables.metrics.DERIVED instead of a path
+    bounds: tuple[float, float] = (0.0, 100.0)  # values outside it are refused (not a score of this metric)
 
 
 @dataclass(frozen=True)
@@ -65,7 +79,14 @@ class TableSpec:
     shared_rows: tuple[str, ...] = ()  # rows that use no training set: the group's tags may be absent
     paper: bool = True             # False: no paper counterpart (the demo); rows come from ``rows``
     rows: tuple[tuple[str, ...], ...] = ()
+    rows_from_results: bool = False  # no paper rows: one row per distinct row-tag values among the results
+    marks: bool | None = None      # mark runs that are not full default-protocol runs (None: only beside the paper)
+    caption: str = ""              # printed under the title
     notes: str = ""
+
+    @property
+    def shows_marks(self) -> bool:
+        return self.paper if self.marks is None else self.marks
 
     @property
     def columns(self) -> list[tuple[ColumnGroup, Column]]:
@@ -188,6 +209,33 @@ _add(TableSpec(
     fixed_tags={"model": ("tiny", "smollm2")}, paper=False, rows=tuple((m,) for m in DEMO_METHODS),
     notes="row = tags.method (base | init | offline | online); tags.model = 'tiny' or 'smollm2'; empty benchmark "
           "groups are dropped"))
+
+# Benchmarks the Think-J paper does not report: our runs only, one row per model / method, never a paper number.
+# A run that is incomplete (metrics.missing, else complete alone) or not official (RewardBench 2's round robin,
+# metrics.official false) is marked like a partial run in a paper table.
+OUR_RUNS_ONLY = "Our runs only: the Think-J paper has no {} table, so there is no paper number to compare with."
+RB2_SUBSETS = ("Factuality", "Precise IF", "Math", "Safety", "Focus", "Ties")
+_add(TableSpec(
+    "rewardbench2", "RewardBench 2: the six subsets and overall",
+    row_keys=("model", "method"), row_tags={"model": "model", "method": "method"},
+    groups=(ColumnGroup("", (*(Column("", s, Metric("rewardbench2", ("subsets", s),
+                                                   bounds=RB2_TIES_RANGE if s == "Ties" else (0.0, 100.0)))
+                                for s in RB2_SUBSETS),
+                             Column("", "Overall", Metric("rewardbench2", ("overall",), bounds=RB2_OVERALL_RANGE)))),),
+    paper=False, rows_from_results=True, marks=True, caption=OUR_RUNS_ONLY.format("RewardBench 2"),
+    notes="row = tags.model + tags.method (absent: empty), one row per distinct (model, method) among the results; "
+          "marked: incomplete, or not official (round-robin mode)"))
+
+JUDGEBENCH_CATEGORIES = ("knowledge", "reasoning", "math", "coding")
+_add(TableSpec(
+    "judgebench", "JudgeBench: accuracy per category and overall",
+    row_keys=("model", "method"), row_tags={"model": "model", "method": "method"},
+    groups=(ColumnGroup("", (*(Column("", c.capitalize(), Metric("judgebench", ("categories", c)))
+                               for c in JUDGEBENCH_CATEGORIES),
+                             Column("", "Overall", Metric("judgebench", ("accuracy",))))),),
+    paper=False, rows_from_results=True, marks=True, caption=OUR_RUNS_ONLY.format("JudgeBench"),
+    notes="row = tags.model + tags.method (absent: empty), one row per distinct (model, method) among the results; "
+          "marked: incomplete"))
 
 # Tables that hold no evaluation results: shown as the paper prints them.
 PAPER_ONLY = {"1": "LIMJ707 selection counts", "10": "offline hyper-parameters", "11": "online hyper-parameters"}
