@@ -4,9 +4,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from thinkj.errors import ThinkJError
 from thinkj.prompts import judge_output, scores_sentence, verdict_sentence
 from thinkj.rewards import PRESETS, REWARD_KEYS, get_preset
-from thinkj.rewards.trl import TRLReward
+from thinkj.rewards.trl import TRLPresetReward, TRLReward
 from thinkj.rewards.verl import compute_score
 
 
@@ -89,6 +90,24 @@ def test_trl_adapter():
     assert fn.__name__ == "thinkj_llama_reward" and fn.last_metrics["acc"] == pytest.approx(1 / 3)
     with pytest.raises(ValueError, match="label"):
         fn(prompts=["p"], completions=["x"])
+
+
+def test_trl_adapters_read_a_message_without_content_as_empty_text():
+    # A tool-call turn carries content None: it adds no text instead of raising TypeError inside "".join.
+    completion = [{"role": "assistant", "content": None}, {"role": "assistant", "content": out("a", 2)}]
+    assert TRLReward("thinkj_llama")(prompts=["p"], completions=[completion], label=["a"], strength=[2]) == [2.0]
+    assert TRLPresetReward("thinkj_llama")(prompts=["p"], completions=[completion], ground_truth=[GT]) == [2.0]
+
+
+def test_trl_preset_adapter_reads_the_ground_truth_column():
+    fn = TRLPresetReward("xml_judge", w_fmt=0.0)
+    assert fn.__name__ == "xml_judge_reward"
+    assert fn(completions=["<judgement>A</judgement>", "<judgement>B</judgement>"],
+              ground_truth=[{"label": "a"}, {"label": "a"}]) == [1.0, 0.0]
+    with pytest.raises(ThinkJError, match="ground_truth"):
+        fn(completions=["x"])
+    with pytest.raises(TypeError, match="w_typo"):
+        TRLPresetReward("xml_judge", w_typo=1)
 
 
 texts = st.text(max_size=300) | st.builds(lambda c, s, t: f"<think>{t}</think>\n{verdict_sentence(c, s)}",

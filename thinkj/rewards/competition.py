@@ -215,10 +215,3 @@ def competition_reward(text: str, ground_truth: Any, **weights: Any) -> dict[str
     return {"score": float(score), "tags": float(tags), "format": float(fmt), "length": float(length),
             "originality": float(originality), "winner": float(win), "answer": float(answer), "leak": float(leak),
             "copy_max": float(copy_max), "reflection": float(reflection)}
-
-
-from thinkj.rewards import Preset, register_preset  # noqa: E402
-
-register_preset(Preset("competition", competition_reward, dict(COMPETITION_DEFAULTS),
-                       "seed 002 pirate/knight/viking construct: tags, format, length, originality, winner, answer",
-                       template="none (math QA with the construct system prompt COMPETITION_SYSTEM_PROMPT)"))

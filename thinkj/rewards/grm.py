@@ -139,9 +139,3 @@ async def grm_listwise_group(prompt: Any, texts: list[str], ground_truths: list[
                         "n_passes": n_iter, "answer_found": float(found[i]),
                         "judge_failure_rate": batch.failure_rate, "judge_latency_s": batch.latency_s})
     return results
-
-
-from thinkj.rewards.group import GroupReward, register_group_reward  # noqa: E402
-
-register_group_reward(GroupReward("grm_listwise", grm_listwise_group, dict(GRM_DEFAULTS), GRM_KEYS,
-                                  "seed 001 listwise generative RM over an OpenAI-compatible judge"))

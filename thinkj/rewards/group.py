@@ -1,8 +1,8 @@
-"""Group-level rewards: presets that must see all completions of one prompt at once.
+"""Group-level rewards: presets that must see all completions of one prompt at once, and their TRL adapter.
 
-A group reward is ``fn(prompt, texts, ground_truths, **weights) -> list[dict]`` (or a coroutine returning
-it), one dict per completion with the preset's fixed keys plus ``group_size`` and ``group_skipped``. It is
-used by two adapters:
+A group reward (:class:`~thinkj.rewards.presets.GroupReward`, registered in ``thinkj.rewards.registry``) is
+``fn(prompt, texts, ground_truths, **weights) -> list[dict]`` (or a coroutine returning it), one dict per completion
+with the preset's fixed keys plus ``group_size`` and ``group_skipped``. It is used by two adapters:
 
 * TRL: ``TRLGroupReward("xml_judge")`` in ``GRPOTrainer(reward_funcs=[...])``. TRL hands the reward function
   every completion of the generation batch, each prompt repeated ``num_generations`` times; the adapter
@@ -11,111 +11,22 @@ used by two adapters:
 * verl: ``thinkj.rewards.verl_group.GroupRewardManager``, a reward-loop manager that gathers the samples
   of one ``uid`` before scoring them (see that module for the overrides).
 
-The diversity guard (seed 004): a group whose share of distinct completions is below ``min_unique_ratio``
-carries no comparison signal, so every member gets the group's mean score (``group_skipped`` = 1). Under
-GRPO's per-group normalisation equal rewards give zero advantage in both verl and TRL -- the group is skipped
-without touching the trainer.
+The diversity guard (``min_unique_ratio``, seed 004) is described in ``thinkj.rewards.presets``.
 """
 
 from __future__ import annotations
 
 import asyncio
-import inspect
 import json
-import threading
-from collections.abc import Callable
-from dataclasses import dataclass, field
 from typing import Any
 
-from thinkj.registry import Registry
-from thinkj.rewards import get_preset
+from thinkj.rewards.presets import GROUP_EXTRA_KEYS, GroupFn, GroupReward, per_sample_group, run_sync
+from thinkj.rewards.registry import GROUP_REWARDS, get_group_reward, register_group_reward
+from thinkj.rewards.trl import completion_text
 
-GROUP_EXTRA_KEYS = ("group_size", "group_skipped")
-GroupFn = Callable[..., Any]
-
-
-@dataclass(frozen=True)
-class GroupReward:
-    name: str
-    fn: GroupFn
-    defaults: dict[str, Any] = field(default_factory=dict)
-    keys: tuple[str, ...] = ()
-    description: str = ""
-    min_unique_ratio: float = 0.0  # diversity guard; 0 switches it off
-
-    def _weights(self, overrides: dict[str, Any]) -> dict[str, Any]:
-        unknown = set(overrides) - set(self.defaults) - {"min_unique_ratio"}
-        if unknown:
-            raise TypeError(f"group reward {self.name!r} has no weight(s) {sorted(unknown)}; known: {sorted(self.defaults)}")
-        return {**self.defaults, **overrides}
-
-    async def ascore(self, prompt: Any, texts: list[str], ground_truths: list[Any], **overrides: Any) -> list[dict[str, Any]]:
-        weights = self._weights(overrides)
-        min_unique = float(weights.pop("min_unique_ratio", self.min_unique_ratio))
-        texts = [t if isinstance(t, str) else "" for t in texts]
-        if not texts:
-            return []
-        out = self.fn(prompt, texts, ground_truths, **weights)
-        if inspect.isawaitable(out):
-            out = await out
-        results = [dict(r) for r in out]
-        if len(results) != len(texts):
-            raise RuntimeError(f"group reward {self.name!r} returned {len(results)} results for {len(texts)} completions")
-        skipped = min_unique > 0 and len(set(texts)) / len(texts) < min_unique
-        if skipped:
-            mean = sum(r["score"] for r in results) / len(results)
-            for r in results:
-                r["score"] = mean
-        for r in results:
-            r["group_size"] = len(texts)
-            r["group_skipped"] = float(skipped)
-        return results
-
-    def score(self, prompt: Any, texts: list[str], ground_truths: list[Any], **overrides: Any) -> list[dict[str, Any]]:
-        return run_sync(self.ascore(prompt, texts, ground_truths, **overrides))
-
-
-def run_sync(coro: Any) -> Any:
-    """asyncio.run, also from inside a running event loop (then in a helper thread)."""
-    try:
-        asyncio.get_running_loop()
-    except RuntimeError:
-        return asyncio.run(coro)
-    box: dict[str, Any] = {}
-
-    def target() -> None:
-        try:
-            box["value"] = asyncio.run(coro)
-        except BaseException as err:  # handed back to the caller's thread
-            box["error"] = err
-
-    thread = threading.Thread(target=target)
-    thread.start()
-    thread.join()
-    if "error" in box:
-        raise box["error"]
-    return box["value"]
-
-
-GROUP_REWARDS: Registry[GroupReward] = Registry("group reward")
-
-
-def register_group_reward(reward: GroupReward) -> GroupReward:
-    return GROUP_REWARDS.add(reward.name, reward)
-
-
-def get_group_reward(name: str) -> GroupReward:
-    return GROUP_REWARDS.lookup(name)
-
-
-def per_sample_group(preset_name: str) -> GroupFn:
-    """A group function that scores each completion with a per-sample preset (for the diversity guard)."""
-    def fn(prompt: Any, texts: list[str], ground_truths: list[Any], **weights: Any) -> list[dict[str, Any]]:
-        preset = get_preset(preset_name)
-        return [preset(t, gt, **weights) for t, gt in zip(texts, ground_truths)]
-
-    fn.__name__ = f"{preset_name}_per_sample"
-    return fn
+__all__ = ["GROUP_EXTRA_KEYS", "GROUP_REWARDS", "GroupFn", "GroupReward", "TRLGroupReward", "completion_text",
+           "get_group_reward", "per_sample_group", "prompt_key", "register_group_reward", "rows_ground_truth",
+           "run_sync"]
 
 
 def prompt_key(prompt: Any) -> str:
@@ -124,16 +35,6 @@ def prompt_key(prompt: Any) -> str:
         return json.dumps(prompt, sort_keys=True, default=str)
     except (TypeError, ValueError):
         return repr(prompt)
-
-
-def completion_text(completion: Any) -> str:
-    if isinstance(completion, str):
-        return completion
-    if isinstance(completion, list):
-        return "".join(m.get("content", "") or "" for m in completion if isinstance(m, dict))
-    if isinstance(completion, dict):
-        return str(completion.get("content", ""))
-    return ""
 
 
 def rows_ground_truth(n: int, columns: dict[str, Any]) -> list[Any]:

@@ -225,13 +225,3 @@ def write_attribute_parquet(path: str, rows: list[dict[str, Any]]) -> int:
     Path(path).parent.mkdir(parents=True, exist_ok=True)
     pq.write_table(pa.Table.from_pylist(rows), path)
     return len(rows)
-
-from thinkj.rewards import Preset, register_preset  # noqa: E402
-from thinkj.rewards.group import GroupReward, per_sample_group, register_group_reward  # noqa: E402
-
-register_preset(Preset("multi_objective", multi_objective_reward, dict(MULTI_DEFAULTS),
-                       "seed 004 exact + off-by-one + MAE + format, failure penalty, perfect bonus",
-                       template="helpsteer2_attributes_v1"))
-register_group_reward(GroupReward("multi_objective", per_sample_group("multi_objective"), dict(MULTI_DEFAULTS),
-                                  MULTI_KEYS, "seed 004 reward with its diversity check (groups < 50% unique skipped)",
-                                  min_unique_ratio=0.5))

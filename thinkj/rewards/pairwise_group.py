@@ -318,10 +318,3 @@ async def pairwise_group(prompt: Any, texts: list[str], ground_truths: list[Any]
                     compared[k] += 1
     return [{"score": float(s), "win_rate": float(w), "n_compared": compared[i], **group}
             for i, (s, w) in enumerate(zip(scores, win_rates))]
-
-
-from thinkj.rewards.group import GroupReward, register_group_reward  # noqa: E402
-
-register_group_reward(GroupReward("thinkj_pairwise", pairwise_group, dict(PAIRWISE_GROUP_DEFAULTS), PAIRWISE_GROUP_KEYS,
-                                  "trained Think-J judge over HTTP: round robin / anchor / knockout, both orders, "
-                                  "optional strength weights and Bradley-Terry"))

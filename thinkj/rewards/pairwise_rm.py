@@ -144,9 +144,3 @@ async def compute_score(data_source: str | None = None, solution_str: str = "", 
     weights = {k: v for k, v in kwargs.items() if k in PAIRWISE_DEFAULTS}
     prompt = (extra_info or {}).get("prompt") or (extra_info or {}).get("question") or ""
     return await reference_score(prompt, solution_str, ground_truth, **weights)
-
-
-from thinkj.rewards.group import GroupReward, register_group_reward  # noqa: E402
-
-register_group_reward(GroupReward("thinkj_round_robin", round_robin_group, dict(PAIRWISE_DEFAULTS), PAIRWISE_KEYS,
-                                  "trained Think-J judge over HTTP: round robin within the group, both orders"))

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from thinkj.rewards import get_preset
+from thinkj.rewards.registry import get_preset
 
 DEFAULT_PRESET = "thinkj_qwen"
 

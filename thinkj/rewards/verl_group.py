@@ -32,7 +32,7 @@ from typing import Any
 from verl import DataProto
 from verl.experimental.reward_loop.reward_manager.base import RewardManagerBase
 
-from thinkj.rewards.group import get_group_reward
+from thinkj.rewards.registry import get_group_reward
 
 CONTROL_KEYS = ("group_preset", "group_size", "group_wait_s", "preset")  # "preset": the per-sample adapter's key
 

@@ -127,18 +127,9 @@ def xml_judge_group(texts: list[str], ground_truths: list[Any], **weights: Any) 
 
 XML_DEFAULTS: dict[str, Any] = {"power": 4.0, "w_fmt": 0.2, "w_len": 0.2, "target_tokens": 128, "len_width": 128,
                                 "tokenizer": None, "group_acc": None}
+XML_GROUP_DEFAULTS = {k: v for k, v in XML_DEFAULTS.items() if k != "group_acc"}  # the group sets group_acc itself
 
 
-def _xml_judge_group_fn(prompt: Any, texts: list[str], ground_truths: list[Any], **weights: Any) -> list[dict[str, Any]]:
+def xml_judge_group_reward(prompt: Any, texts: list[str], ground_truths: list[Any], **weights: Any) -> list[dict[str, Any]]:
+    """:func:`xml_judge_group` as a group reward (the prompt is not needed: the scoring set is the group)."""
     return xml_judge_group(texts, ground_truths, **weights)
-
-
-# Registration: the per-sample preset (unscaled unless group_acc is given) and the group-level reward.
-from thinkj.rewards import Preset, register_preset  # noqa: E402
-from thinkj.rewards.group import GroupReward, register_group_reward  # noqa: E402
-
-register_preset(Preset("xml_judge", xml_judge_reward, dict(XML_DEFAULTS),
-                       "seed 000 XML judge, one completion (pass group_acc for the power scaling)", template="xml_judge_v1"))
-register_group_reward(GroupReward("xml_judge", _xml_judge_group_fn,
-                                  {k: v for k, v in XML_DEFAULTS.items() if k != "group_acc"}, XML_KEYS,
-                                  "seed 000 XML judge: correct * group_acc**power + bonuses when correct"))

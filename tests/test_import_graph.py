@@ -1,0 +1,162 @@
+"""The ``thinkj`` package's import graph has no cycles, and every reward is registered in one place.
+
+The graph is read from the source with ``ast``: module-level and function-level imports alike (a deferred import
+still ties two modules together), ``import a.b`` as an edge to ``a.b`` and ``from a import b`` as an edge to the
+submodule ``a.b`` when there is one, else to ``a``. Importing ``a.b`` also runs ``a/__init__.py``; that implicit
+edge is left out, or every package whose ``__init__`` re-exports its submodules would count as a cycle.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+PACKAGE = Path(__file__).resolve().parent.parent / "thinkj"
+
+# Modules allowed to sit on a cycle: a known cycle may be listed here, module by module, while it is taken apart.
+# Empty: thinkj.evaluation's cycles (judgebench <-> metrics, rewardbench2_run <-> run) are gone, so every module of
+# the package must stay off cycles.
+ALLOWED_ON_CYCLES: frozenset[str] = frozenset()
+
+
+def module_files(package: Path) -> dict[str, Path]:
+    """Dotted module name -> file, for every ``.py`` under ``package``."""
+    modules = {}
+    for path in sorted(package.rglob("*.py")):
+        parts = list(path.relative_to(package.parent).with_suffix("").parts)
+        if parts[-1] == "__init__":
+            parts.pop()
+        modules[".".join(parts)] = path
+    return modules
+
+
+def _resolve(module: str, is_package: bool, node: ast.ImportFrom) -> str:
+    """The absolute module name a ``from ... import`` names (relative imports resolved against ``module``)."""
+    if node.level == 0:
+        return node.module or ""
+    base = module.split(".") if is_package else module.split(".")[:-1]
+    base = base[:len(base) - (node.level - 1)]
+    return ".".join(base + ([node.module] if node.module else []))
+
+
+def import_graph(package: Path) -> dict[str, set[str]]:
+    """Module -> the package's modules it imports (anywhere in its body)."""
+    modules = module_files(package)
+    graph: dict[str, set[str]] = {name: set() for name in modules}
+    for name, path in modules.items():
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), filename=str(path))):
+            if isinstance(node, ast.Import):
+                graph[name].update(alias.name for alias in node.names if alias.name in modules)
+            elif isinstance(node, ast.ImportFrom):
+                source = _resolve(name, path.name == "__init__.py", node)
+                for alias in node.names:
+                    target = f"{source}.{alias.name}"
+                    if target in modules:
+                        graph[name].add(target)
+                    elif source in modules:
+                        graph[name].add(source)
+        graph[name].discard(name)
+    return graph
+
+
+def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Strongly connected components of more than one module (Tarjan, iterative), each sorted."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[list[str]] = []
+    for root in sorted(graph):
+        if root in index:
+            continue
+        work = [(root, iter(sorted(graph[root])))]
+        index[root] = low[root] = len(index)
+        stack.append(root)
+        on_stack.add(root)
+        while work:
+            node, children = work[-1]
+            child = next(children, None)
+            if child is not None:
+                if child not in index:
+                    index[child] = low[child] = len(index)
+                    stack.append(child)
+                    on_stack.add(child)
+                    work.append((child, iter(sorted(graph[child]))))
+                elif child in on_stack:
+                    low[node] = min(low[node], index[child])
+                continue
+            work.pop()
+            if work:
+                low[work[-1][0]] = min(low[work[-1][0]], low[node])
+            if low[node] == index[node]:
+                component = []
+                while True:
+                    member = stack.pop()
+                    on_stack.discard(member)
+                    component.append(member)
+                    if member == node:
+                        break
+                if len(component) > 1:
+                    found.append(sorted(component))
+    return found
+
+
+def test_the_graph_builder_sees_every_import_form(tmp_path):
+    pkg = tmp_path / "pkg"
+    (pkg / "sub").mkdir(parents=True)
+    (pkg / "__init__.py").write_text("from pkg.a import f\n")
+    (pkg / "a.py").write_text("def f():\n    from pkg import b\n")  # function-level, submodule named by `from`
+    (pkg / "b.py").write_text("import pkg.sub.c\n")
+    (pkg / "sub" / "__init__.py").write_text("")
+    (pkg / "sub" / "c.py").write_text("from ..a import f\nfrom . import d\n")  # relative imports
+    (pkg / "sub" / "d.py").write_text("from pkg import VALUE\n")  # a name of pkg/__init__.py: an edge to pkg
+    graph = import_graph(pkg)
+    assert graph == {"pkg": {"pkg.a"}, "pkg.a": {"pkg.b"}, "pkg.b": {"pkg.sub.c"}, "pkg.sub": set(),
+                     "pkg.sub.c": {"pkg.a", "pkg.sub.d"}, "pkg.sub.d": {"pkg"}}
+    assert cycles(graph) == [["pkg", "pkg.a", "pkg.b", "pkg.sub.c", "pkg.sub.d"]]
+
+
+def test_no_import_cycles_in_thinkj():
+    graph = import_graph(PACKAGE)
+    assert "thinkj.rewards.registry" in graph and len(graph) > 100  # the real package was read
+    outside = [c for c in cycles(graph) if not set(c) <= ALLOWED_ON_CYCLES]
+    assert not outside, f"import cycles: {outside}"
+
+
+def test_no_import_cycles_in_thinkj_rewards():
+    # Stated on its own so that the allow-list above can never cover a rewards cycle.
+    graph = import_graph(PACKAGE)
+    assert not [c for c in cycles(graph) if any(m.startswith("thinkj.rewards") for m in c)]
+
+
+def test_rewards_are_registered_only_by_the_registry():
+    callers = []
+    for name, path in module_files(PACKAGE).items():
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Call) and getattr(node.func, "id", getattr(node.func, "attr", None)) in (
+                    "register_preset", "register_group_reward"):
+                callers.append(name)
+    assert set(callers) == {"thinkj.rewards.registry"}
+
+
+@pytest.mark.parametrize("first", ["thinkj.rewards.presets", "thinkj.rewards.xml_judge", "thinkj.rewards.group",
+                                   "thinkj.rewards.trl", "thinkj.rewards.verl", "thinkj.rewards.judge"])
+def test_every_reward_is_found_whichever_module_is_imported_first(first):
+    from thinkj.rewards.registry import GROUP_REWARDS, PRESETS
+
+    code = (f"import {first}\n"
+            "import json\n"
+            "from thinkj.rewards import get_preset\n"
+            "from thinkj.rewards.group import get_group_reward\n"
+            f"presets = {sorted(PRESETS)!r}\n"
+            f"groups = {sorted(GROUP_REWARDS)!r}\n"
+            "print(json.dumps([[get_preset(n).name for n in presets], [get_group_reward(n).name for n in groups]]))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert json.loads(out) == [sorted(PRESETS), sorted(GROUP_REWARDS)]
+    assert {"thinkj_qwen", "xml_judge", "competition", "multi_objective"} <= set(PRESETS)
+    assert {"xml_judge", "grm_listwise", "thinkj_pairwise", "thinkj_round_robin", "multi_objective"} <= set(GROUP_REWARDS)
