@@ -116,7 +116,7 @@ def _rows(tmp_path: Path) -> Path:
 
 @pytest.mark.slow
 def test_trl_grpo_with_the_served_judge_logs_judge_metrics(judge_server, tiny_model_dir, tmp_path):
-    from thinkj.rewards.trl_runs import main
+    from thinkj.online.trl_presets import main
 
     judge, url = judge_server
     before = judge.requests
@@ -134,7 +134,7 @@ def test_trl_grpo_with_the_served_judge_logs_judge_metrics(judge_server, tiny_mo
 @pytest.mark.slow
 def test_trl_run_with_a_dead_judge_exits_with_one_clear_line(tiny_model_dir, tmp_path):
     dead = f"http://127.0.0.1:{free_port()}/v1"
-    proc = subprocess.run([sys.executable, "-m", "thinkj.rewards.trl_runs", "--config",
+    proc = subprocess.run([sys.executable, "-m", "thinkj.online.trl_presets", "--config",
                            str(ROOT / "configs/rewards/thinkj_pairwise.yaml"), "--model", str(tiny_model_dir), "--rows",
                            str(_rows(tmp_path)), "--out", str(tmp_path / "dead"), "--steps", "2", "--device", "cpu",
                            "--set", *TINY, "--reward-set", f"base_url={dead}", "retries=1", "backoff_s=0.01"],

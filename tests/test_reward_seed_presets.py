@@ -338,7 +338,7 @@ def test_rewards_cli_lists_and_scores():
 def test_reward_configs_name_real_presets_and_weights():
     from pathlib import Path
 
-    from thinkj.rewards.trl_runs import load_config, reward_function
+    from thinkj.online.trl_presets import load_config, reward_function
 
     files = sorted((Path(__file__).resolve().parent.parent / "configs" / "rewards").glob("*.yaml"))
     assert {f.stem for f in files} >= {"xml_judge", "grm_listwise", "thinkj_pairwise_rm", "competition", "multi_objective"}

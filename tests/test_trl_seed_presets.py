@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from thinkj.rewards.trl_runs import load_config, main, rows_for_trl, run_grpo
+from thinkj.online.trl_presets import load_config, main, rows_for_trl, run_grpo
 
 pytestmark = pytest.mark.slow
 ROOT = Path(__file__).resolve().parent.parent

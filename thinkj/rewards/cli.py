@@ -7,7 +7,7 @@
 
 (``python -m thinkj.rewards.cli …`` is the same.)
 
-Training runs: docs/reward_presets.md (verl overrides, TRL helper ``python -m thinkj.rewards.trl_runs``).
+Training runs: docs/reward_presets.md (verl overrides, TRL helper ``python -m thinkj.online.trl_presets``).
 """
 
 from __future__ import annotations
@@ -35,8 +35,7 @@ def _value(text: str):
 @app.command("list")
 def list_presets() -> None:
     """Every per-sample preset and group-level reward with its default weights."""
-    from thinkj.rewards import PRESETS
-    from thinkj.rewards.group import GROUP_REWARDS
+    from thinkj.rewards.registry import GROUP_REWARDS, PRESETS
 
     for name, preset in sorted(PRESETS.items()):
         typer.echo(f"preset {name}: {preset.description}\n    defaults {json.dumps(preset.defaults, default=str)}")
@@ -53,8 +52,7 @@ def score(name: str, text: list[str] = typer.Option(..., help="completion text; 
     """Print the reward dict of each text (JSON lines)."""
     from thinkj.checks import check_range
     from thinkj.errors import ThinkJError
-    from thinkj.rewards import get_preset
-    from thinkj.rewards.group import get_group_reward
+    from thinkj.rewards.registry import get_group_reward, get_preset
 
     weights = {}
     for item in set_:

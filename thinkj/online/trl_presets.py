@@ -1,19 +1,20 @@
 """TRL GRPO with a seed reward preset (group-level or per-sample), driven by a ``configs/rewards/*.yaml``.
 
     # tiny model on CPU, 2 steps, the XML judge on corrupted-text pairs built from a text file (one doc a line)
-    python -m thinkj.rewards.trl_runs --config configs/rewards/xml_judge.yaml --model runs/tiny/model \\
+    python -m thinkj.online.trl_presets --config configs/rewards/xml_judge.yaml --model runs/tiny/model \\
         --texts corpus.txt --out runs/cpu/xml_judge_trl --steps 2 --set num_generations=2 max_completion_length=16
     # a served Think-J judge as the reward (docs/judge_as_reward.md)
-    python -m thinkj.rewards.trl_runs --config configs/rewards/thinkj_pairwise.yaml --model POLICY --rows rows.jsonl \
+    python -m thinkj.online.trl_presets --config configs/rewards/thinkj_pairwise.yaml --model POLICY --rows rows.jsonl \
         --out runs/cpu/judge_rewarded --steps 8 --reward-set base_url=http://127.0.0.1:PORT/v1 scheme=round_robin
     # HelpSteer2 attribute judge (rows with prompt, response and the five attributes) on one GPU
-    python -m thinkj.rewards.trl_runs --config configs/rewards/multi_objective.yaml --model runs/qwen7b/judge_sft \\
+    python -m thinkj.online.trl_presets --config configs/rewards/multi_objective.yaml --model runs/qwen7b/judge_sft \\
         --helpsteer2 data/helpsteer2/train.jsonl --out runs/qwen7b/hs2_grpo --steps 500
 
 The config's ``trl`` block goes into ``GRPOConfig`` (``--set key=value`` overrides it); its ``reward`` block
 picks the group preset (``group_preset`` + ``weights`` [+ ``scope``]) or per-sample preset (``preset``).
 Thinkj's own Think-J runs use ``thinkj.online.trl_grpo``; this helper exists because those are tied to the
-pairwise label/strength columns, while the seed presets need a ``ground_truth`` column and group rewards.
+pairwise label/strength columns, while the seed presets need a ``ground_truth`` column and group rewards
+(the reward callables are ``thinkj.rewards.trl.TRLPresetReward`` and ``thinkj.rewards.group.TRLGroupReward``).
 """
 
 from __future__ import annotations
@@ -24,27 +25,8 @@ from pathlib import Path
 from typing import Any
 
 from thinkj.errors import ThinkJError
-from thinkj.rewards.group import TRLGroupReward, completion_text
-
-
-class TRLPresetReward:
-    """A per-sample preset on a ``ground_truth`` column, as a TRL reward function."""
-
-    def __init__(self, preset: str, **weights: Any):
-        from thinkj.rewards import get_preset
-
-        self.preset, self.weights = get_preset(preset), weights
-        unknown = set(weights) - set(self.preset.defaults)
-        if unknown:
-            raise TypeError(f"reward preset {preset!r} has no weight(s) {sorted(unknown)}; known: {sorted(self.preset.defaults)}")
-        self.__name__ = f"{preset}_reward"
-
-    def __call__(self, prompts: list | None = None, completions: list | None = None, ground_truth: list | None = None,
-                 **kwargs: Any) -> list[float]:
-        completions = completions or []
-        if ground_truth is None or len(ground_truth) != len(completions):
-            raise ThinkJError("per-sample preset needs a 'ground_truth' dataset column, one value per completion")
-        return [float(self.preset(completion_text(c), g, **self.weights)["score"]) for c, g in zip(completions, ground_truth)]
+from thinkj.rewards.group import TRLGroupReward
+from thinkj.rewards.trl import TRLPresetReward
 
 
 def load_config(path: str | Path) -> dict[str, Any]:
