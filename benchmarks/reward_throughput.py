@@ -2,7 +2,7 @@
 
     python benchmarks/reward_throughput.py [--calls 200000] [--preset thinkj_qwen]
 
-Target (foundation issue): >= 50,000 calls/s for the Think-J reward.
+Target: >= 50,000 calls/s for the Think-J reward.
 """
 
 from __future__ import annotations

@@ -3,8 +3,8 @@
     python benchmarks/worst_case_inputs.py            # one line per preset: worst ms and the input behind it
     python benchmarks/worst_case_inputs.py --size 200000
 
-Target (issue 17): every reward and parser runs in linear time, <= 50 ms on any 100 KB input, never raises and
-never returns a non-finite number. The inputs are in ``thinkj/rewards/worst_case.py``.
+Target: every reward and parser runs in linear time, <= 50 ms on any 100 KB input, never raises and never
+returns a non-finite number. The inputs are in ``benchmarks/inputs/reward_worst_case.py``.
 """
 
 from __future__ import annotations
@@ -12,7 +12,11 @@ from __future__ import annotations
 import argparse
 import math
 import os
+import sys
 import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent  # on sys.path for benchmarks.inputs when run as a script
 
 
 def _time(fn, text: str) -> float:
@@ -27,9 +31,10 @@ def main() -> None:
     args = parser.parse_args()
     if hasattr(os, "sched_setaffinity"):
         os.sched_setaffinity(0, {sorted(os.sched_getaffinity(0))[0]})  # one core
+    sys.path.insert(0, str(ROOT))
+    from benchmarks.inputs.reward_worst_case import ground_truth, worst_case_inputs
     from thinkj.rewards import PRESETS, get_preset
     from thinkj.rewards.multi_objective import parse_scores
-    from thinkj.rewards.worst_case import ground_truth, worst_case_inputs
     from thinkj.rewards.xml_judge import parse_xml_judgement
     from thinkj.verdict import parse_verdict
 

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import importlib.util
 import os
+import sys
 from pathlib import Path
+from types import ModuleType
 
 import pytest
 
@@ -14,6 +17,8 @@ os.environ.setdefault("THINKJ_CACHE", str(ROOT / ".cache"))
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
 os.environ.setdefault("WANDB_MODE", "disabled")
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))  # benchmarks.inputs: pathological inputs shared with the benchmark scripts
 
 from thinkj.paths import setup_caches  # noqa: E402
 
@@ -26,6 +31,19 @@ def shared_data(*parts: str) -> Path:
     if not path.exists():
         pytest.skip(f"real data not available: {path} (the shared data folder sits beside the checkout in CI)")
     return path
+
+
+def load_script(relative_path: str) -> ModuleType:
+    """Import a script of the repository that is not in a package (e.g. ``experiments/judge_reward_cpu.py``)."""
+    path = ROOT / relative_path
+    name = "_".join(Path(relative_path).with_suffix("").parts)  # experiments_judge_reward_cpu: no clash with a real module
+    if name in sys.modules:
+        return sys.modules[name]
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module  # dataclasses look their module up while the class body runs
+    spec.loader.exec_module(module)
+    return module
 
 
 @pytest.fixture(scope="session")

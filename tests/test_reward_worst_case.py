@@ -12,9 +12,9 @@ import time
 
 import pytest
 
+from benchmarks.inputs.reward_worst_case import ground_truth, worst_case_inputs
 from thinkj.rewards import PRESETS, get_preset
 from thinkj.rewards.multi_objective import parse_scores
-from thinkj.rewards.worst_case import ground_truth, worst_case_inputs
 from thinkj.rewards.xml_judge import parse_xml_judgement
 
 INPUTS = worst_case_inputs()

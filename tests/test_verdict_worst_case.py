@@ -7,9 +7,9 @@ import time
 
 import pytest
 
+from benchmarks.inputs.verdict_worst_case import LIMIT_S, pathological_inputs
 from thinkj.prompts import AnswerFormat
 from thinkj.verdict import parse_verdict
-from thinkj.verdict_worst_case import LIMIT_S, pathological_inputs
 
 FORMATS = (AnswerFormat(), AnswerFormat(strength="forbidden", scores=True), AnswerFormat(think=False))
 

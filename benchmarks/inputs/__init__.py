@@ -1,0 +1,1 @@
+"""Inputs shared by the benchmark scripts and the tests that assert the same bounds."""
