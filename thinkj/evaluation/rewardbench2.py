@@ -376,7 +376,8 @@ def score_rewardbench2(records: list[dict[str, Any]]) -> dict[str, Any]:
                        if official else f"NOT OFFICIAL ({rules['round_robin']}); rules from {SOURCES['best_of_4']}",
         "ties_rule": "0.30 tied acc + 0.30 ref acc + 0.20 correctness-preferred + 0.20 correctness-preferred-hard "
                      f"+ 0.01 tanh margin ({SOURCES['ties']})",
-        "overall_rule": f"mean of the six subsets, a missing one counts 0 ({SOURCES['overall']})",
+        "overall_rule": f"mean of the six subsets ({SOURCES['overall']}); a missing one counts 0 (assumption: the "
+                        "official scripts always score all six)",
         "unparsed": unparsed, "n_records": len(records), "n_items": len(by_item),
     }
 
