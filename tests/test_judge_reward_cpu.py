@@ -1,4 +1,4 @@
-"""The end-to-end CPU run's task (thinkj.rewards.judge_reward_cpu): the rule check, and judge SFT targets that the
+"""The end-to-end CPU run's task (experiments/judge_reward_cpu.py): the rule check, and judge SFT targets that the
 shared verdict parser reads as well-formed and that agree with the rule. (The run itself: experiments/LOG.md.)"""
 
 from __future__ import annotations
@@ -6,10 +6,13 @@ from __future__ import annotations
 import random
 
 import pytest
+from conftest import load_script
 
 from thinkj.prompts import get_template
-from thinkj.rewards.judge_reward_cpu import REFUSAL, judge_pair, rule_ok, task
 from thinkj.verdict import parse_verdict
+
+experiment = load_script("experiments/judge_reward_cpu.py")
+REFUSAL, judge_pair, rule_ok, task = experiment.REFUSAL, experiment.judge_pair, experiment.rule_ok, experiment.task
 
 ITEM = {"prompt": "Name a fruit. Choose one of: tiger, plum, drill, red.", "category": "fruit",
         "options": ["tiger", "plum", "drill", "red"], "right": "plum"}

@@ -1,7 +1,7 @@
 """End to end on one CPU: a Think-J judge trained on SmolLM2-135M-Instruct rewards a SmolLM2 policy through GRPO.
 
     python -m thinkj.models.cli fetch smollm2            # once (thinkj models fetch smollm2)
-    python -m thinkj.rewards.judge_reward_cpu --out runs/cpu/judge_reward [--sft-steps 40 --grpo-steps 12]
+    python experiments/judge_reward_cpu.py --out runs/cpu/judge_reward [--sft-steps 40 --grpo-steps 12]
 
 The task: "Name a fruit. Choose one of: tiger, plum, drill, red." (categories and words from thinkj.demo.tiny_task;
 exactly one option is of the asked category). A judge can tell a good answer, and a rule can check it: the answer
