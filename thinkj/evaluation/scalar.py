@@ -11,6 +11,10 @@ Two checkpoint formats load here:
 
 The text scored is the conversation plus the response in the model's chat template. Scores are cached per
 (model, conversation, response), so a rerun after a kill only scores what is missing.
+
+A text longer than the classifier's context (``--backend-arg max_model_len=N``, else the model config's
+``max_position_embeddings``) is never truncated nor scored: its comparison is recorded ``too_long``, as on the
+generative path (:mod:`thinkj.inference.context`), and the results count it and say they are incomplete.
 """
 
 from __future__ import annotations
@@ -22,6 +26,7 @@ from typing import Any
 from thinkj.errors import ThinkJError
 from thinkj.inference.base import Messages, SamplingParams
 from thinkj.inference.cache import ResultCache, cache_key
+from thinkj.inference.context import context_length_of
 from thinkj.inference.identity import model_identity
 from thinkj.progress import progress_bar
 from thinkj.records import PreferencePair
@@ -58,7 +63,8 @@ def _load_value_head(path: Path):
 class ScalarScorer:
     """Score (conversation + response) texts with a value-head or sequence-classification checkpoint."""
 
-    def __init__(self, model_path: str | Path, *, batch_size: int = 8, device: str | None = None):
+    def __init__(self, model_path: str | Path, *, batch_size: int = 8, device: str | None = None,
+                 max_model_len: int | None = None):
         import torch
         from transformers import AutoModelForCausalLM, AutoModelForSequenceClassification, AutoTokenizer
 
@@ -88,11 +94,31 @@ class ScalarScorer:
             if self.model.config.pad_token_id is None:
                 self.model.config.pad_token_id = self.tokenizer.pad_token_id
             self.head = None
+        # the longest text the model can score whole: given, else its config's position limit
+        if max_model_len is not None and (isinstance(max_model_len, bool) or not isinstance(max_model_len, int)
+                                          or max_model_len < 1):
+            raise ThinkJError(f"--backend-arg max_model_len={max_model_len!r}: must be a whole number >= 1")
+        declared = context_length_of(self.model.config)
+        if max_model_len is not None and declared is not None and max_model_len > declared:
+            raise ThinkJError(f"--backend-arg max_model_len={max_model_len}: over {model_path}'s context of {declared}")
+        self.context_length = max_model_len or declared
+        if self.context_length is None:
+            raise ThinkJError(f"{model_path}: its config declares no context length; pass --backend-arg "
+                              "max_model_len=N")
 
     def text(self, messages: Messages, response: str) -> str:
         return self.tokenizer.apply_chat_template(messages + [{"role": "assistant", "content": response}], tokenize=False)
 
+    def n_tokens(self, texts: list[str]) -> list[int]:
+        """Tokens of each text as scored (the chat template already holds the special tokens)."""
+        return [len(ids) for ids in self.tokenizer(texts, add_special_tokens=False)["input_ids"]]
+
+    def fits(self, texts: list[str]) -> list[bool]:
+        """Which texts the model can score whole (never truncated)."""
+        return [n <= self.context_length for n in self.n_tokens(texts)] if texts else []
+
     def score(self, texts: list[str]) -> list[float]:
+        """One score per text; a text longer than the context is refused, never truncated (check ``fits`` first)."""
         import torch
 
         out: list[float] = [0.0] * len(texts)
@@ -102,7 +128,13 @@ class ScalarScorer:
                 idx = order[start:start + self.batch_size]
                 batch = self.tokenizer([texts[i] for i in idx], return_tensors="pt", padding=True,
                                        add_special_tokens=False).to(self.device)
-                last = batch["attention_mask"].sum(dim=-1) - 1
+                lengths = batch["attention_mask"].sum(dim=-1)
+                if int(lengths.max()) > self.context_length:
+                    j = int(lengths.argmax())
+                    raise ThinkJError(f"{self.name}: a text of {int(lengths[j])} tokens is over the classifier's "
+                                      f"context of {self.context_length}; it cannot be scored whole (scalar_records "
+                                      "records such comparisons too_long)")
+                last = lengths - 1
                 with torch.no_grad():
                     if self.head is not None:
                         hidden = self.model(**batch, output_hidden_states=True).hidden_states[-1]
@@ -121,7 +153,9 @@ def scalar_records(scorer: ScalarScorer, pairs: list[PreferencePair], cache: Res
     """Judgment records for both orders from per-response scores (so the same metrics apply).
 
     A scalar judge sees each response alone, so both orders carry the same two scores and are always
-    consistent; the swapped record exists so that every protocol reads the same record layout.
+    consistent; the swapped record exists so that every protocol reads the same record layout. A pair with a
+    response whose text exceeds the classifier's context is not scored: its records say ``too_long`` (no
+    scores, no verdict), as the generative path records a prompt over its budget.
     """
     texts: dict[str, str] = {}
     keys: dict[tuple[str, str], str] = {}
@@ -132,9 +166,13 @@ def scalar_records(scorer: ScalarScorer, pairs: list[PreferencePair], cache: Res
             key = cache_key(identity, "scalar", [{"role": "text", "content": text}], SamplingParams(), 0)
             keys[(pair.id, side)] = key
             texts[key] = text
+    # checked before the cache: a score made of a truncated or over-long text is never reused
+    fitting = {key for key, ok in zip(texts, scorer.fits(list(texts.values()))) if ok}
+    too_long = {pair.id for pair in pairs if not {keys[(pair.id, "a")], keys[(pair.id, "b")]} <= fitting}
+    wanted = {keys[(pair.id, side)] for pair in pairs if pair.id not in too_long for side in ("a", "b")}
     scores: dict[str, float] = {}
     todo = []
-    for key in texts:
+    for key in (k for k in texts if k in wanted):
         hit = cache.get(key)
         if hit is None:
             todo.append(key)
@@ -147,14 +185,15 @@ def scalar_records(scorer: ScalarScorer, pairs: list[PreferencePair], cache: Res
             scores[key] = value
     records = []
     for pair in pairs:
-        score_a, score_b = scores[keys[(pair.id, "a")]], scores[keys[(pair.id, "b")]]
+        long = pair.id in too_long
+        score_a, score_b = (None, None) if long else (scores[keys[(pair.id, "a")]], scores[keys[(pair.id, "b")]])
         for order, (first, second, gold) in (("original", (score_a, score_b, pair.label)),
                                              ("swapped", (score_b, score_a, {"a": "b", "b": "a"}.get(pair.label, "tie")))):
-            verdict = "a" if first > second else "b" if second > first else "tie"
+            verdict = None if long else "a" if first > second else "b" if second > first else "tie"
             record = {"item_id": pair.id, "order": order, "sample": 0, "gold": gold, "verdict": verdict,
-                      "score_a": first, "score_b": second, "correct": verdict == gold,
+                      "score_a": first, "score_b": second, "correct": verdict == gold, "too_long": long,
                       "template": None, "model": scorer.name, "scorer": scorer.kind, "sampling": None}
-            if pair.label in ("a", "b"):
+            if pair.label in ("a", "b") and not long:
                 record["score_chosen"], record["score_rejected"] = (score_a, score_b) if pair.label == "a" else (score_b, score_a)
             if fields is not None:
                 record.update(fields(pair))
