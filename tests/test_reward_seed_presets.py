@@ -9,6 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from thinkj.data.xml_judge_task import CORRUPTIONS, build_xml_judge_pairs
 from thinkj.prompts import get_template
 from thinkj.records import RecordError
 from thinkj.rewards import get_preset
@@ -22,7 +23,6 @@ from thinkj.rewards.multi_objective import (
     parse_scores,
 )
 from thinkj.rewards.xml_judge import XML_KEYS, length_bonus, parse_xml_judgement
-from thinkj.rewards.xml_judge_task import CORRUPTIONS, build_xml_judge_pairs
 
 A = {"label": "a", "strength": None}
 NOTES_128 = " ".join(["word"] * 128)
@@ -150,8 +150,8 @@ def test_corruptions_table():
 
 
 def test_xml_task_with_a_model_as_the_corruption(tiny_model_dir):
+    from thinkj.data.xml_judge_task import model_corruption
     from thinkj.inference import SamplingParams, make_backend
-    from thinkj.rewards.xml_judge_task import model_corruption
 
     backend = make_backend("hf", str(tiny_model_dir), batch_size=2)
     corrupt = model_corruption(backend, SamplingParams(temperature=1.0, max_new_tokens=12))

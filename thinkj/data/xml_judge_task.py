@@ -2,7 +2,7 @@
 
 Build RL data from any plain-text corpus (one document per line, or a list of strings)::
 
-    from thinkj.rewards.xml_judge_task import build_xml_judge_pairs
+    from thinkj.data.xml_judge_task import build_xml_judge_pairs
     pairs, counts = build_xml_judge_pairs(texts, seed=0)          # PreferencePair list; label = the original
     from thinkj.export.verl import write_verl_parquet
     write_verl_parquet("xml_judge.parquet", pairs, template="xml_judge_v1")

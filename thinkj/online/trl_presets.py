@@ -125,8 +125,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             raise ThinkJError(f"--reward-set {item!r}: expected key=value")
         cfg["reward"].setdefault("weights", {})[key] = _parse_value(value)
     if args.texts:
+        from thinkj.data.xml_judge_task import build_xml_judge_pairs
         from thinkj.export.verl import verl_rows
-        from thinkj.rewards.xml_judge_task import build_xml_judge_pairs
 
         texts = Path(args.texts).read_text(encoding="utf-8").splitlines()
         pairs, _ = build_xml_judge_pairs(texts, seed=args.seed)

@@ -7,8 +7,8 @@ first. Adding a reward touches its own module and the tables below.
 
 from __future__ import annotations
 
+from thinkj.data import xml_judge_task  # noqa: F401 -- registers the xml_judge_v1 prompt the xml_judge preset reads
 from thinkj.registry import Registry
-from thinkj.rewards import xml_judge_task  # noqa: F401 -- registers the xml_judge_v1 prompt the xml_judge preset reads
 from thinkj.rewards.competition import COMPETITION_DEFAULTS, competition_reward
 from thinkj.rewards.grm import GRM_DEFAULTS, GRM_KEYS, grm_listwise_group
 from thinkj.rewards.judge import margin_reward, thinkj_reward, thinkj_subtractive_reward
