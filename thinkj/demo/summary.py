@@ -1,5 +1,6 @@
 """Demo stage 140: ``summary.json`` (per row: accuracy with its 95% interval, pair accuracy, consistency, parse
-failures), the learning checks of issue 14 §4, and one held-out item before / after training.
+failures), the learning checks (init above base; the best trained row above init with separated 95% intervals and
+a pair accuracy of at least 60 %), and one held-out item before / after training.
 
 Rows are the Table 4 layout: base, init (SFT), offline (critic-guided DPO + SFT term), online (GRPO). Every number is
 computed from the judgment records the evaluation stage wrote (held-out pairs, both orders, greedy).
@@ -11,8 +12,8 @@ computed from the judgment records the evaluation stage wrote (held-out pairs, b
 
 ``comparisons`` sets each later row against the one it builds on (init against base, offline and online against
 init) on the same judgments: the change in points, how many judgments only one of them got right, McNemar's exact
-p-value, and the accuracy the later row would need on this many judgments for the non-overlapping intervals that
-§4's checks ask for.
+p-value, and the accuracy the later row would need on this many judgments for its 95% interval to clear the
+earlier row's.
 """
 
 from __future__ import annotations
