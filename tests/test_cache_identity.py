@@ -8,6 +8,9 @@ the cache (0 generated) and reported the old model's judgments.
 from __future__ import annotations
 
 import json
+import os
+import shutil
+import sqlite3
 import time
 from pathlib import Path
 
@@ -43,6 +46,57 @@ def test_model_identity_follows_the_files(tmp_path):
     assert model_identity(str(gguf)) != one
     assert model_identity("org/name").startswith("org/name@")  # hub: name + revision
     assert model_identity("org/name", "v2") != model_identity("org/name", "v1")
+
+
+def _weights(model: Path) -> Path:
+    return next(model.glob("*.safetensors"))
+
+
+def test_weights_copied_over_with_their_times_are_another_model(tmp_path):
+    """``cp -p`` of other weights over a model keeps size, mtime and even the inode; only the bytes tell."""
+    model, other = build_tiny_model(tmp_path / "m", seed=0), build_tiny_model(tmp_path / "other", seed=1)
+    first = model_identity(str(model))
+    target, source = _weights(model), _weights(other)
+    before = target.stat()
+    assert source.stat().st_size == before.st_size and source.read_bytes() != target.read_bytes()
+    os.utime(source, ns=(before.st_atime_ns, before.st_mtime_ns))
+    shutil.copy2(source, target)  # what `cp -p` does: write into the file, then restore the source's times
+    after = target.stat()
+    assert (after.st_size, after.st_mtime_ns, after.st_ino) == (before.st_size, before.st_mtime_ns, before.st_ino)
+    assert model_identity(str(model)) != first
+
+
+def test_an_identical_copy_keeps_the_identity(tmp_path):
+    model = build_tiny_model(tmp_path / "m", seed=0)
+    first = model_identity(str(model))
+    weights = _weights(model)
+    copy = weights.with_name("copy.tmp")
+    shutil.copy2(weights, copy)
+    os.replace(copy, weights)  # same bytes under a new inode and ctime: hashed again, same answer
+    assert model_identity(str(model)) == first
+    time.sleep(0.01)
+    weights.touch()  # a new mtime alone is not a new model (the cache keeps its answers)
+    assert model_identity(str(model)) == first
+
+
+def test_remembered_hashes_follow_the_file(tmp_path, monkeypatch):
+    """Big files are hashed once and remembered on disk; a same-size rewrite with the old mtime is hashed again."""
+    from thinkj import fingerprint
+
+    monkeypatch.setenv("THINKJ_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setattr(fingerprint, "RACY_NS", 0)  # remember at once instead of two seconds after the last write
+    big = tmp_path / "w.bin"
+    big.write_bytes(b"a" * (fingerprint.CACHED_BYTES + 1))
+    stat = big.stat()
+    first = fingerprint.file_sha256(big)
+    with sqlite3.connect(tmp_path / "cache" / "file_hashes.sqlite") as db:
+        assert db.execute("SELECT sha256 FROM hashes").fetchall() == [(first,)]
+    fingerprint._memory.clear()
+    assert fingerprint.file_sha256(big) == first  # from the database
+    with open(big, "r+b") as handle:  # same size, same inode, mtime put back
+        handle.write(b"b")
+    os.utime(big, ns=(stat.st_atime_ns, stat.st_mtime_ns))
+    assert fingerprint.file_sha256(big) != first
 
 
 def test_missing_local_model_and_offline_hub_fail_in_one_line(tmp_path, monkeypatch):

@@ -1,12 +1,12 @@
 """What a model *is*, for cache keys: the same path after retraining is a different model.
 
 A generation cache keyed on the model's path alone returns the old model's answers after a retrain into the
-same folder. :func:`model_identity` keys a local model on its contents' fingerprint instead: the folder's
-top-level file names, sizes and modification times (weights, config, tokenizer, the trainer's records) plus
-a hash of ``config.json``; a single file (GGUF) on its own size and mtime. A hub name keys on name + revision
-(the snapshot's commit when it is in the local hub cache). Anything else -- a model served over HTTP -- keys
-on its name, as given. Hashing the weights' bytes would be exact but costs minutes for a 7B model; size + mtime
-changes whenever a trainer rewrites a file.
+same folder. :func:`model_identity` keys a local model on its contents instead: the sha256 of every top-level
+file of the folder (weights, config, tokenizer, the trainer's records) with its name; a single file (GGUF) on its
+own sha256. Sizes and modification times are not enough: ``cp -p`` of other weights over a model keeps both. The
+hashes come from :mod:`thinkj.fingerprint`, which remembers them per (path, inode, size, mtime, ctime), so a 7B
+model is read once, not at every call. A hub name keys on name + revision (the snapshot's commit when it is in
+the local hub cache). Anything else -- a model served over HTTP -- keys on its name, as given.
 
 :func:`check_model_source` fails early, in one line, for a local-looking path that does not exist (instead of
 the hub client's "Repo id must be …" traceback) and for a hub name that is neither cached nor reachable
@@ -21,6 +21,7 @@ import re
 from pathlib import Path
 
 from thinkj.errors import ThinkJError
+from thinkj.fingerprint import file_sha256
 
 _REPO_ID = re.compile(r"^[A-Za-z0-9][\w.-]*(/[\w.-]+)?$")
 _OFFLINE = ("1", "true", "yes", "on")
@@ -75,17 +76,12 @@ def model_identity(model: str, revision: str | None = None) -> str:
     """A string that changes whenever the model behind ``model`` changes (see the module docstring)."""
     path = Path(model)
     if path.is_file():
-        stat = path.stat()
-        return f"{model}#file:{stat.st_size}:{stat.st_mtime_ns}"
+        return f"{model}#file:{file_sha256(path)[:24]}"
     if path.is_dir():
         digest = hashlib.sha256()
         for entry in sorted(path.iterdir()):
             if entry.is_file():
-                stat = entry.stat()
-                digest.update(f"{entry.name}\0{stat.st_size}\0{stat.st_mtime_ns}\n".encode())
-        config = path / "config.json"
-        if config.is_file():
-            digest.update(config.read_bytes())
+                digest.update(f"{entry.name}\0{file_sha256(entry)}\n".encode())
         return f"{model}#dir:{digest.hexdigest()[:24]}"
     if looks_local(model):
         return model  # not there (yet): check_model_source reports it where it matters
