@@ -23,10 +23,10 @@ import argparse
 import json
 from pathlib import Path
 
-from thinkj.checks import OneLineParser, check_distinct_paths
-from thinkj.data.loaders import STRENGTH_THRESHOLDS, load_source
-from thinkj.errors import exit_on_user_error
-from thinkj.records import write_jsonl
+from thinkj.checks import OneLineParser, check_distinct_paths, check_range
+from thinkj.data.loaders import STRENGTH_THRESHOLDS, load_source, parse_column_map, parse_thresholds
+from thinkj.errors import ThinkJError, exit_on_user_error
+from thinkj.records import write_json, write_jsonl
 
 
 def main(argv: list[str] | None = None) -> dict:
@@ -43,7 +43,7 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--strength-column", default=None)
     parser.add_argument("--scores-file", default=None)
     parser.add_argument("--strength-thresholds", default=",".join(map(str, STRENGTH_THRESHOLDS)),
-                        help="score-gap bin edges for strength 1|2|3")
+                        help="score-gap bin edges t1,t2 for strength 1|2|3 (finite, t1 < t2)")
     parser.add_argument("--source-name", default=None, help="value of the pairs' 'source' field (default: kind)")
     args = parser.parse_args(argv)
     from thinkj.paths import setup_caches
@@ -51,16 +51,24 @@ def main(argv: list[str] | None = None) -> dict:
     setup_caches()
     if args.location and Path(args.location).exists():
         check_distinct_paths("--location", args.location, "--out", args.out)
-    low, high = (float(v) for v in args.strength_thresholds.split(","))
+    # every option is checked before anything is read or written
+    thresholds = parse_thresholds(args.strength_thresholds, "--strength-thresholds")
+    column_map = parse_column_map(args.column_map, "--column-map") if args.column_map else None
+    if args.column_map and args.kind != "generic":
+        raise ThinkJError(f"--column-map is for the generic loader; {args.kind} has its own schema")
+    if args.kind == "generic" and not column_map:
+        raise ThinkJError("the generic loader needs --column-map (a JSON object naming the columns)")
+    if args.strength_column and args.scores_file:
+        raise ThinkJError("--strength-column and --scores-file both set the strength: give one")
+    check_range("--limit", args.limit, low=1)
     pairs, summary = load_source(args.kind, args.location, split=args.split, data_dir=args.data_dir, seed=args.seed,
-                                 limit=args.limit, skip_invalid=args.skip_invalid,
-                                 column_map=json.loads(args.column_map) if args.column_map else None,
+                                 limit=args.limit, skip_invalid=args.skip_invalid, column_map=column_map,
                                  strength_column=args.strength_column, scores_file=args.scores_file,
-                                 strength_thresholds=(low, high), source_name=args.source_name)
+                                 strength_thresholds=thresholds, source_name=args.source_name)
     out = Path(args.out)
     write_jsonl(out, pairs)
     report = {"stage": "source", "output": str(out), **summary.to_dict()}
-    out.with_suffix(".summary.json").write_text(json.dumps(report, indent=1))
+    write_json(out.with_suffix(".summary.json"), report)
     print(json.dumps({k: v for k, v in report.items() if k != "errors"}, indent=1))
     return report
 

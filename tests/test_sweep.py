@@ -58,20 +58,22 @@ def test_bad_specs_name_the_file_and_field(tmp_path):
     with pytest.raises(RecordError, match="bad.yaml.*results"):
         load_spec(bad)
     bad.write_text("name: x\nsteps: ['echo {nope}']\nresults: r.json\n")
-    with pytest.raises(KeyError, match="nope"):
-        expand(load_spec(bad), tmp_path)
+    with pytest.raises(RecordError, match=r"bad\.yaml, field 'steps\[0\]': \{nope\} names no setting"):
+        load_spec(bad)
 
 
 def _counting_spec(tmp_path: Path, slow_value: int) -> Path:
-    """Three runs; each step appends to a counter file; step 2 of run v=slow_value sleeps (the kill window)."""
+    """Three runs; each step appends to a counter file; step 2 of run v=slow_value sleeps (the kill window) while
+    the file ``slow`` exists -- removing it, not editing the spec, makes the resumed sweep fast."""
     script = tmp_path / "step.py"
+    (tmp_path / "slow").touch()
     script.write_text(textwrap.dedent("""
         import json, sys, time
         from pathlib import Path
         step, v, run_dir, counter, slow = sys.argv[1], int(sys.argv[2]), Path(sys.argv[3]), sys.argv[4], int(sys.argv[5])
         with open(counter, "a") as f:
             f.write(f"{v}:{step}\\n")
-        if step == "2" and v == slow:
+        if step == "2" and v == slow and (Path(counter).parent / "slow").exists():
             time.sleep(60)
         if step == "2":
             (run_dir / "eval").mkdir(parents=True, exist_ok=True)
@@ -115,10 +117,9 @@ def test_killed_sweep_resumes_where_it_stopped(tmp_path):
     assert [state["runs"][n]["status"] for n in names] == ["done", "running"]
     assert state["runs"][names[1]]["steps_done"] == 1
 
-    # resume without the slow step: run 1 is skipped, run 2 restarts at step 2, run 3 runs in full
-    spec = load_spec(spec_path, {"slow": 2})
-    spec.steps = [s.replace(" {slow}", " 0") for s in spec.steps]
-    summary = run_sweep(spec, sweep_dir, "local", out=open(os.devnull, "w"))
+    # resume the same spec without the slow step: run 1 is skipped, run 2 restarts at step 2, run 3 runs in full
+    (tmp_path / "slow").unlink()
+    summary = run_sweep(load_spec(spec_path), sweep_dir, "local", out=open(os.devnull, "w"))
     assert summary["skipped"] == [names[0]] and summary["launched"] == names[1:] + [n for n in summary["runs"] if n not in names]
     assert counter.read_text().split()[4:] == ["2:2", "3:1", "3:2"]
     assert all((sweep_dir / "runs" / n / DONE_FILE).exists() for n in summary["runs"])
@@ -213,3 +214,220 @@ def test_spec_commands_name_real_commands_configs_and_presets():
                         get_preset(argv[argv.index("--preset") + 1])
                 else:
                     assert argv[0] in ("true", "python"), line
+
+
+# --------------------------------------------------------------------------------------------- spec schema
+
+_GOOD = "name: s\nsettings: {w: 1}\nsteps: ['echo {w}']\nresults: '{run_dir}/r.results.json'\n"
+
+# (case id, spec YAML, the field the error names, text the message holds)
+BAD_SPECS = [
+    ("spec is a list", "- name: s\n", None, "a sweep spec is a YAML mapping, got a list"),
+    ("grid is a scalar", _GOOD + "grid: 5\n", "grid", "must be a mapping"),
+    ("grid is a list", _GOOD + "grid: [1, 2]\n", "grid", "must be a mapping"),
+    ("grid axis is a scalar", _GOOD.replace("{w: 1}", "{}") + "grid: {w: 0.5}\n", "grid.w", "must be a list of values"),
+    ("grid axis is a string", _GOOD.replace("{w: 1}", "{}") + "grid: {w: abc}\n", "grid.w", "must be a list"),
+    ("grid axis is empty", _GOOD.replace("{w: 1}", "{}") + "grid: {w: []}\n", "grid.w", "at least one value"),
+    ("settings is a list", _GOOD.replace("settings: {w: 1}", "settings: [w, 1]"), "settings", "must be a mapping"),
+    ("settings is a string", _GOOD.replace("settings: {w: 1}", "settings: w=1"), "settings", "must be a mapping"),
+    ("runs is a mapping", _GOOD + "runs: {a: 1}\n", "runs", "must be a list"),
+    ("a run is a scalar", _GOOD + "runs: [1]\n", "runs[0]", "must be a mapping"),
+    ("tags is a list", _GOOD + "tags: [a]\n", "tags", "must be a mapping"),
+    ("a tag is a list", _GOOD + "tags: {a: [1]}\n", "tags.a", "must be a string or number"),
+    ("step read as a mapping", _GOOD.replace("['echo {w}']", "\n  - echo --tag a: b"), "steps[0]", "quote the line"),
+    ("empty steps", _GOOD.replace("['echo {w}']", "[]"), "steps", "missing or empty"),
+    ("positional {}", _GOOD.replace("echo {w}", "echo {}"), "steps[0]", "positional placeholder"),
+    ("positional {0}", _GOOD.replace("echo {w}", "echo {0}"), "steps[0]", "positional placeholder {0}"),
+    ("unknown placeholder", _GOOD.replace("echo {w}", "echo {nosuch}"), "steps[0]", "{nosuch} names no setting"),
+    ("attribute placeholder", _GOOD.replace("echo {w}", "echo {w.real}"), "steps[0]", "names a setting only"),
+    ("index placeholder", _GOOD.replace("echo {w}", "echo {w[0]}"), "steps[0]", "names a setting only"),
+    ("unbalanced brace", _GOOD.replace("echo {w}", "echo {w"), "steps[0]", "literal brace is written"),
+    ("stray closing brace", _GOOD.replace("echo {w}", "echo w}"), "steps[0]", "literal brace is written"),
+    ("bad format spec", _GOOD.replace("{w: 1}", "{w: x}").replace("echo {w}", "echo {w:.2f}"), "steps[0]",
+     "Unknown format code"),
+    ("unknown placeholder in results", _GOOD.replace("'{run_dir}/r", "'{out}/r"), "results[0]", "{out} names no"),
+    ("unknown placeholder in a tag", _GOOD + "tags: {m: '{model}'}\n", "tags", "{model} names no setting"),
+    ("tag using tag_args", _GOOD + "tags: {m: '{tag_args}'}\n", "tags", "cannot use {tag_args}"),
+    ("unknown placeholder inside a setting", _GOOD.replace("{w: 1}", "{w: '{v}'}"), "steps[0]",
+     "{v} names no setting of this run"),
+    ("settings in a loop", _GOOD.replace("{w: 1}", "{w: '{v}', v: '{w}'}"), "steps[0]", "loop: w -> v -> w"),
+    ("reserved setting name", _GOOD.replace("{w: 1}", "{w: 1, run_dir: /x}"), "settings.run_dir", "reserved"),
+    ("setting name that no template can use", _GOOD.replace("{w: 1}", "{w: 1, 'a.b': 2}"), "settings",
+     "must be a word"),
+    ("name is a list", _GOOD.replace("name: s", "name: [s]"), "name", "must be a plain name"),
+    ("name escapes the sweeps folder", _GOOD.replace("name: s", "name: ../s"), "name", "must be a plain name"),
+    ("unknown top-level key", _GOOD + "stepz: []\n", None, "unknown keys ['stepz']"),
+    ("unknown table", _GOOD + "table: '99'\n", "table", "no results table '99'"),
+    ("table and table_spec", _GOOD + "table: '8'\ntable_spec: {}\n", "table_spec", "not both"),
+    ("name_keys naming no setting", _GOOD + "name_keys: [x]\n", "name_keys", "name no setting"),
+    ("table_spec unknown benchmark", _GOOD.replace("{w: 1}", "{}") + "grid: {w: [1]}\ntable_spec: {rows: [w], "
+     "columns: [{benchmark: rewardbnch, header: A, path: [accuracy]}]}\n", "table_spec.columns[0].benchmark",
+     "unknown benchmark 'rewardbnch'"),
+    ("table_spec rows not grid axes", _GOOD + "table_spec: {rows: [w], columns: [{benchmark: synthetic, "
+     "header: A, path: [accuracy]}]}\n", "table_spec.rows", "must name grid axes"),
+    ("eval step with an unknown benchmark", _GOOD.replace("echo {w}", "thinkj eval run rewardbnch --model m"),
+     "steps[0]", "thinkj eval run 'rewardbnch': unknown benchmark"),
+]
+
+
+@pytest.mark.parametrize("case", BAD_SPECS, ids=[c[0] for c in BAD_SPECS])
+def test_bad_spec_shapes_name_the_file_and_key(case, tmp_path):
+    _, text, key, message = case
+    path = tmp_path / "spec.yaml"
+    path.write_text(text)
+    with pytest.raises(RecordError) as err:
+        load_spec(path)
+    line = str(err.value)
+    assert line.startswith(str(path)) and "\n" not in line, line
+    if key is not None:
+        assert f"field '{key}'" in line, line
+    assert message in line, line
+
+
+def test_literal_braces_stay_literal(tmp_path):
+    """``{{`` in a step is a brace in the command; a setting's ``{{x}}`` stays ``{x}`` where a step uses it (an
+    expansion is never expanded again)."""
+    path = tmp_path / "spec.yaml"
+    path.write_text(textwrap.dedent("""
+        name: braces
+        settings: {code: "print({{'k': 1}})", w: 2}
+        steps:
+          - python -c "{code}" {{w}} {w}
+          - >-
+            echo '{{"json": {w}}}'
+        results: "{run_dir}/r.results.json"
+    """))
+    run = expand(load_spec(path), tmp_path)[0]
+    assert run.commands == ["python -c \"print({'k': 1})\" {w} 2", "echo '{\"json\": 2}'"]
+
+
+# --------------------------------------------------------------------------------------------- run identity
+
+def _writer_spec(tmp_path: Path, *, step_extra: str = "", tags: str = "{model: tiny}") -> Path:
+    """Two runs whose one step writes the results JSON with the run's tags and counts its launches."""
+    script = tmp_path / "write.py"
+    script.write_text(textwrap.dedent("""
+        import json, sys
+        from pathlib import Path
+        run_dir, counter = Path(sys.argv[1]), sys.argv[2]
+        tags = dict(t.split("=", 1) for t in sys.argv[3:] if t != "--tag")
+        with open(counter, "a") as f:
+            f.write(run_dir.name + "\\n")
+        run_dir.mkdir(parents=True, exist_ok=True)
+        (run_dir / "r.results.json").write_text(json.dumps({"benchmark": "synthetic", "metrics": {"accuracy": 50.0},
+                                                            "tags": tags}))
+    """))
+    spec = tmp_path / "spec.yaml"
+    spec.write_text(textwrap.dedent(f"""
+        name: identity
+        grid: {{v: [1, 2]}}
+        tags: {tags}
+        steps:
+          - python {script} {{run_dir}} {tmp_path / 'launches.txt'} {{tag_args}} {step_extra}
+        results: "{{run_dir}}/r.results.json"
+    """))
+    return spec
+
+
+def _launches(tmp_path: Path) -> list[str]:
+    path = tmp_path / "launches.txt"
+    return path.read_text().split() if path.exists() else []
+
+
+def _sweep(spec: Path, sweep_dir: Path) -> dict:
+    return run_sweep(load_spec(spec), sweep_dir, "local", out=open(os.devnull, "w"))
+
+
+def test_edited_steps_or_tags_rerun_instead_of_reusing_results(tmp_path):
+    """A run's name hashes its settings, expanded commands, results paths and tags: an unchanged spec reuses every
+    finished run; an edited step or tag gives new runs (new folders) whose results carry the edit."""
+    sweep_dir = tmp_path / "sw"
+    spec = _writer_spec(tmp_path)
+    first = _sweep(spec, sweep_dir)
+    assert len(first["launched"]) == 2 and not first["failed"]
+    assert _sweep(spec, sweep_dir)["skipped"] == first["runs"]  # same spec: nothing runs again
+
+    edited_step = _writer_spec(tmp_path, step_extra="extra=1")
+    second = _sweep(edited_step, sweep_dir)
+    assert len(second["launched"]) == 2 and not set(second["runs"]) & set(first["runs"])
+
+    edited_tag = _writer_spec(tmp_path, tags="{model: small}")
+    third = _sweep(edited_tag, sweep_dir)
+    assert len(third["launched"]) == 2 and not set(third["runs"]) & set(first["runs"])
+    for name in third["runs"]:
+        tags = json.loads((sweep_dir / "runs" / name / "r.results.json").read_text())["tags"]
+        assert tags["model"] == "small" and tags["sweep_run"] == name
+    assert len(_launches(tmp_path)) == 6
+    # the first spec again: its runs are still finished, in their own folders
+    assert _sweep(_writer_spec(tmp_path), sweep_dir)["skipped"] == first["runs"]
+    assert len(_launches(tmp_path)) == 6
+
+
+def test_names_ignore_the_sweep_folder_and_record_the_identity(tmp_path):
+    spec = load_spec(_writer_spec(tmp_path))
+    assert [r.name for r in expand(spec, tmp_path / "a")] == [r.name for r in expand(spec, tmp_path / "b")]
+    _sweep(_writer_spec(tmp_path), tmp_path / "sw")
+    run = expand(spec, tmp_path / "sw")[0]
+    marker = json.loads((run.run_dir / DONE_FILE).read_text())
+    assert marker["identity"] == run.identity["hash"] == run.name.rsplit("-", 1)[1]
+    assert marker["run"] == run.identity and marker["run"]["tags"] == {"model": "tiny", "sweep_run": "<name>"}
+    assert marker["run"]["commands"][0].startswith(f"python {tmp_path / 'write.py'} <run_dir> ")
+
+
+def test_a_marker_of_another_identity_is_not_finished(tmp_path):
+    from thinkj.sweep import is_done
+
+    spec = load_spec(_writer_spec(tmp_path))
+    _sweep(_writer_spec(tmp_path), tmp_path / "sw")
+    run = expand(spec, tmp_path / "sw")[0]
+    assert is_done(run)
+    marker = run.run_dir / DONE_FILE
+    marker.write_text(json.dumps({**json.loads(marker.read_text()), "identity": "00000000"}))
+    assert not is_done(run)
+
+
+# --------------------------------------------------------------------------------------------- state and markers
+
+@pytest.mark.parametrize("damage", ["truncated", "empty", "a list", "bad entry", "binary"])
+def test_damaged_state_file_is_one_line_and_nothing_reruns(damage, tmp_path):
+    from thinkj.errors import ThinkJError
+
+    sweep_dir = tmp_path / "sw"
+    spec = _writer_spec(tmp_path)
+    first = _sweep(spec, sweep_dir)
+    state = sweep_dir / "state.json"
+    text = state.read_text()
+    state.write_bytes({"truncated": text[:len(text) // 2].encode(), "empty": b"", "a list": b"[]",
+                       "bad entry": json.dumps({"sweep": "identity", "runs": {"x": {"status": "done",
+                                                                                    "steps_done": "1"}}}).encode(),
+                       "binary": b"\xff\xfe\x00"}[damage])
+    with pytest.raises(ThinkJError) as err:
+        _sweep(spec, sweep_dir)
+    line = str(err.value)
+    assert str(state) in line and "delete it" in line and "\n" not in line, line
+    assert len(_launches(tmp_path)) == 2  # nothing ran again
+    state.unlink()  # the recovery the message gives: finished runs stay finished
+    assert _sweep(spec, sweep_dir)["skipped"] == first["runs"] and len(_launches(tmp_path)) == 2
+
+
+def test_state_of_another_sweep_is_refused(tmp_path):
+    from thinkj.errors import ThinkJError
+
+    sweep_dir = tmp_path / "sw"
+    sweep_dir.mkdir()
+    (sweep_dir / "state.json").write_text(json.dumps({"sweep": "other", "runs": {}}))
+    with pytest.raises(ThinkJError, match="holds the state of sweep 'other', not 'identity'"):
+        _sweep(_writer_spec(tmp_path), sweep_dir)
+
+
+def test_damaged_done_marker_is_one_line(tmp_path):
+    from thinkj.errors import ThinkJError
+
+    sweep_dir = tmp_path / "sw"
+    spec = _writer_spec(tmp_path)
+    _sweep(spec, sweep_dir)
+    marker = expand(load_spec(spec), sweep_dir)[0].run_dir / DONE_FILE
+    marker.write_text('{"results": [')
+    with pytest.raises(ThinkJError, match=rf"{marker}: invalid JSON .*delete it"):
+        _sweep(spec, sweep_dir)
+    assert len(_launches(tmp_path)) == 2

@@ -4,16 +4,50 @@ The text goes to a temp file beside the target (same folder, so the rename never
 is flushed to disk, and only then renamed onto the target with ``os.replace``. If writing raises -- an
 unserialisable value, a full disk, Ctrl-C -- the temp file is removed and the previous file stays as it was.
 Each writer gets its own temp name, so two processes writing the same file cannot interleave their bytes.
+
+A write the file system refuses (full disk, quota, read-only or forbidden folder) becomes one
+:class:`WriteError` line naming the target file, never the temp name or a traceback. :func:`staged_dir` does
+the same for a writer that fills a folder with several files (tables, charts), and :func:`disk_errors` gives
+an appending writer (a log) the same one-line error.
 """
 
 from __future__ import annotations
 
+import errno
 import os
+import shutil
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import TextIO
+
+from thinkj.errors import ThinkJError
+
+# The errors a writer meets from the file system rather than from its own data: no room, no quota, a read-only
+# mount, a folder it may not write. EDQUOT is missing on some platforms.
+WRITE_ERRNOS = frozenset(e for e in (errno.ENOSPC, getattr(errno, "EDQUOT", None), errno.EFBIG, errno.EROFS,
+                                     errno.EACCES, errno.EPERM) if e is not None)
+
+
+class WriteError(ThinkJError):
+    """A file the file system would not let us write; the message names the target file and the reason."""
+
+
+def write_error(err: BaseException, target: str | os.PathLike, *, kept: str = "its previous content, if any, is "
+                "unchanged") -> WriteError | None:
+    """``err`` as a one-line :class:`WriteError` naming ``target`` when it is a refused write, else None."""
+    if not isinstance(err, OSError) or err.errno not in WRITE_ERRNOS:
+        return None
+    return WriteError(f"{target}: cannot write ({os.strerror(err.errno)}); {kept}")
+
+
+def _ours(err: OSError, *paths: Path) -> bool:
+    """Whether an OSError came from writing one of ``paths`` (a write error carries no file name)."""
+    if err.filename is None:
+        return True
+    name = Path(os.fsdecode(err.filename))
+    return any(name == p or name in p.parents for p in paths)
 
 
 def temp_path(path: str | os.PathLike) -> Path:
@@ -25,19 +59,22 @@ def temp_path(path: str | os.PathLike) -> Path:
 @contextmanager
 def atomic_open(path: str | os.PathLike, *, encoding: str = "utf-8") -> Iterator[TextIO]:
     """A text handle whose content replaces ``path`` when the block ends normally; if it raises, ``path`` is
-    untouched and no temp file is left."""
+    untouched and no temp file is left. A refused write (full disk …) raises :class:`WriteError` naming ``path``."""
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
     tmp = temp_path(path)
     try:
+        path.parent.mkdir(parents=True, exist_ok=True)
         with open(tmp, "x", encoding=encoding) as handle:  # "x": the umask's permissions, never another's file
             yield handle
             handle.flush()
             os.fsync(handle.fileno())  # the data is on disk before the name points at it
         os.replace(tmp, path)
-    except BaseException:
-        with suppress(FileNotFoundError):
+    except BaseException as err:
+        with suppress(OSError):
             tmp.unlink()
+        failure = write_error(err, path) if isinstance(err, OSError) and _ours(err, tmp, path) else None
+        if failure is not None:
+            raise failure from None
         raise
 
 
@@ -46,3 +83,46 @@ def write_text_atomic(path: str | os.PathLike, text: str, *, encoding: str = "ut
     with atomic_open(path, encoding=encoding) as handle:
         handle.write(text)
     return Path(path)
+
+
+@contextmanager
+def staged_dir(out_dir: str | os.PathLike) -> Iterator[Path]:
+    """A fresh hidden folder inside ``out_dir`` for a writer that makes several files (a table and its charts).
+
+    When the block ends normally, each file written there is synced and renamed onto its namesake in
+    ``out_dir``; if the block raises, no file of ``out_dir`` changes. Either way the staging folder is removed.
+    A refused write raises :class:`WriteError` naming the file's final path."""
+    out_dir = Path(out_dir)
+    stage = out_dir / f".staged.{os.getpid()}.{uuid.uuid4().hex[:8]}.tmp"
+    try:
+        stage.mkdir(parents=True)
+        yield stage
+        files = sorted(p for p in stage.iterdir() if p.is_file())
+        for file in files:
+            with open(file, "rb") as handle:
+                os.fsync(handle.fileno())
+        for file in files:
+            os.replace(file, out_dir / file.name)
+    except OSError as err:
+        name = None if err.filename is None else Path(os.fsdecode(err.filename))
+        target = out_dir / name.name if name is not None and name.parent == stage else out_dir
+        failure = write_error(err, target, kept="the files already there are unchanged")
+        if failure is not None:
+            raise failure from None
+        raise
+    finally:
+        shutil.rmtree(stage, ignore_errors=True)
+
+
+@contextmanager
+def disk_errors(target: str | os.PathLike) -> Iterator[None]:
+    """Turn a refused write inside the block (a log or another file appended in place) into one
+    :class:`WriteError` line naming ``target``; what was written before stays."""
+    try:
+        yield
+    except OSError as err:
+        failure = write_error(err, target, kept="the lines written before it are kept") \
+            if _ours(err, Path(target)) else None
+        if failure is not None:
+            raise failure from None
+        raise

@@ -2,15 +2,16 @@
 
 Every such error derives from ``ThinkJError`` (a ``ValueError``). Entry points run under
 ``exit_on_user_error``: these errors -- and the operating system's "no such file", "is a directory",
-"not a directory", undecodable (non-UTF-8) input -- print one ``error: …`` line naming the file, row or
-setting and exit with status 2 (1 for ``StageIncomplete``: a stage that wrote what it could but is not
-complete), instead of a traceback; ``THINKJ_TRACEBACK=1`` shows the traceback for debugging. An interrupt
-(Ctrl-C) exits with 130 and says that rerunning the same command resumes: what "done", "resume" and
-"cache" mean is in docs/runs.md.
+"not a directory", undecodable (non-UTF-8) input, a write the file system refuses (full disk, quota,
+read-only) -- print one ``error: …`` line naming the file, row or setting and exit with status 2 (1 for
+``StageIncomplete``: a stage that wrote what it could but is not complete), instead of a traceback;
+``THINKJ_TRACEBACK=1`` shows the traceback for debugging. An interrupt (Ctrl-C) exits with 130 and says that
+rerunning the same command resumes: what "done", "resume" and "cache" mean is in docs/runs.md.
 """
 
 from __future__ import annotations
 
+import errno
 import os
 import sys
 from collections.abc import Callable
@@ -22,6 +23,9 @@ INTERRUPTED = ("interrupted — rerun the same command to resume (cached results
                "a training stage restarts from its last checkpoint or from scratch; see docs/runs.md)")
 # ConnectionError: the hub or a server cannot be reached (``datasets`` raises it offline with a clear message).
 _OS_ERRORS = (FileNotFoundError, IsADirectoryError, NotADirectoryError, FileExistsError, PermissionError, ConnectionError)
+# A full disk, quota or read-only file system met by a writer that does not name its file itself (thinkj.atomic's
+# writers do): still one line, not a traceback.
+_WRITE_ERRNOS = frozenset(e for e in (errno.ENOSPC, getattr(errno, "EDQUOT", None), errno.EFBIG, errno.EROFS) if e)
 
 
 class ThinkJError(ValueError):
@@ -42,6 +46,8 @@ class StageIncomplete(ThinkJError):
 def _one_line(err: BaseException) -> str:
     if isinstance(err, OSError) and not isinstance(err, ThinkJError) and err.filename is not None:
         return f"{err.filename}: {err.strerror or err}"
+    if isinstance(err, OSError) and err.errno in _WRITE_ERRNOS:
+        return f"a write failed: {err.strerror or err}"
     if isinstance(err, UnicodeDecodeError):
         return f"input is not UTF-8 text (byte {err.start}: {err.reason}); is it a binary file?"
     return " ".join(str(err).split("\n")) if "\n" in str(err) else str(err)
@@ -71,6 +77,11 @@ def exit_on_user_error(fn: Callable[[], T]) -> T:
             raise
         print(f"error: {_one_line(err)}", file=sys.stderr)
         raise SystemExit(1 if isinstance(err, StageIncomplete) else 2) from None
+    except OSError as err:
+        if err.errno not in _WRITE_ERRNOS or os.environ.get("THINKJ_TRACEBACK"):
+            raise
+        print(f"error: {_one_line(err)}", file=sys.stderr)
+        raise SystemExit(2) from None
     except KeyboardInterrupt:
         raise _interrupted() from None
     except SystemExit as stop:

@@ -122,35 +122,109 @@ class PreferencePair:
 
 
 _SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F][0-9a-fA-F]{2}")
+# Deeper than any record or benchmark row; a deeper one would fail later, at Python's recursion limit, in a stage
+# that copies or writes it (dataclasses.asdict, json.dumps), far from the line that holds it.
+MAX_DEPTH = 100
+
+
+def _too_deep(value: Any, limit: int = MAX_DEPTH) -> bool:
+    stack = [(value, 1)]
+    while stack:  # iterative: the check itself must not hit the recursion limit
+        item, depth = stack.pop()
+        if depth > limit:
+            return True
+        children = item.values() if isinstance(item, dict) else item
+        stack.extend((child, depth + 1) for child in children if isinstance(child, (dict, list)))
+    return False
+
+
+def parse_json(text: str | bytes, *, path: str | os.PathLike | None = None, line: int | None = None) -> Any:
+    """One JSON value (a JSONL line, or a whole document when ``line`` is None) or a RecordError naming the file
+    and line: malformed JSON, an integer past Python's int-string limit (4,300 digits), nesting deeper than
+    :data:`MAX_DEPTH` (a 100,000-deep one exhausts the parser's recursion) -- never a bare ValueError or
+    RecursionError."""
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as err:
+        at = f"column {err.colno}" if line is not None else f"line {err.lineno} column {err.colno}"
+        raise RecordError(f"invalid JSON ({err.msg} at {at})", path=path, line=line) from None
+    except RecursionError:
+        raise RecordError(f"invalid JSON: nested deeper than {MAX_DEPTH} levels", path=path, line=line) from None
+    except ValueError as err:  # Python's limit on digits in an integer (sys.get_int_max_str_digits)
+        reason = "an integer with too many digits" if "integer string conversion" in str(err) else str(err)
+        raise RecordError(f"unreadable JSON: {' '.join(reason.split())}", path=path, line=line) from None
+    if isinstance(value, (dict, list)) and _too_deep(value):
+        raise RecordError(f"invalid JSON: nested deeper than {MAX_DEPTH} levels", path=path, line=line)
+    return value
+
+
+def read_json(path: str | os.PathLike) -> Any:
+    """A whole JSON document file; every way it can be unreadable is a RecordError naming the file."""
+    if Path(path).is_dir():
+        raise RecordError("is a folder, expected a JSON file", path=path)
+    raw = Path(path).read_bytes()
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as err:
+        raise RecordError(f"not UTF-8 text (byte {err.start}: {err.reason}); a binary file?", path=path) from None
+    if not text.strip():
+        raise RecordError("is empty, expected a JSON document", path=path)
+    return parse_json(text, path=path)
 
 
 def read_jsonl(path: str | os.PathLike) -> Iterator[tuple[int, Any]]:
     """Stream (line number, parsed object) from a JSONL file; blank lines are skipped.
 
-    Bytes that are not UTF-8 and ``\\uD800``-style escapes of lone surrogates (text no later stage could
-    write back) fail here, at the line that holds them, not after hours of inference."""
+    Bytes that are not UTF-8, ``\\uD800``-style escapes of lone surrogates (text no later stage could write
+    back) and values Python cannot hold (see :func:`parse_json`) fail here, at the line that holds them, not
+    after hours of inference."""
     if Path(path).is_dir():
         raise RecordError("is a folder, expected a JSONL file", path=path)
     with open(path, "rb") as handle:
         for lineno, raw in enumerate(handle, start=1):
-            try:
-                text = raw.decode("utf-8")
-            except UnicodeDecodeError as err:
-                raise RecordError(f"not UTF-8 text (byte {err.start}: {err.reason}); a binary file?", path=path,
-                                  line=lineno) from None
-            if not text.strip():
-                continue
-            try:
-                row = json.loads(text)
-            except json.JSONDecodeError as err:
-                raise RecordError(f"invalid JSON ({err.msg} at column {err.colno})", path=path, line=lineno) from None
-            if _SURROGATE_ESCAPE.search(text):
-                try:
-                    json.dumps(row, ensure_ascii=False).encode("utf-8")
-                except UnicodeEncodeError:
-                    raise RecordError("holds a lone surrogate escape (\\ud800-\\udfff without its pair): not "
-                                      "encodable text", path=path, line=lineno) from None
-            yield lineno, row
+            text = decode_line(raw, path=path, line=lineno)
+            if text.strip():
+                yield lineno, parse_jsonl_text(text, path=path, line=lineno)
+
+
+def decode_line(raw: bytes, *, path: str | os.PathLike | None, line: int) -> str:
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as err:
+        raise RecordError(f"not UTF-8 text (byte {err.start}: {err.reason}); a binary file?", path=path,
+                          line=line) from None
+
+
+def parse_jsonl_text(text: str, *, path: str | os.PathLike | None, line: int) -> Any:
+    """One JSONL line -> its value, or a RecordError naming file and line (see :func:`parse_json`)."""
+    row = parse_json(text, path=path, line=line)
+    if _SURROGATE_ESCAPE.search(text):
+        try:
+            json.dumps(row, ensure_ascii=False).encode("utf-8")
+        except UnicodeEncodeError:
+            raise RecordError("holds a lone surrogate escape (\\ud800-\\udfff without its pair): not "
+                              "encodable text", path=path, line=line) from None
+    return row
+
+
+def read_parquet_rows(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
+    """(row number from 1, row) of a parquet file; a file pyarrow cannot read is a RecordError naming it."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    row_no = 0
+    try:
+        batches = pq.ParquetFile(path).iter_batches(batch_size=1024)
+        for batch in batches:
+            for row in batch.to_pylist():
+                row_no += 1
+                yield row_no, row
+    except (pa.ArrowException, OSError) as err:
+        if isinstance(err, (FileNotFoundError, PermissionError, IsADirectoryError)):
+            raise
+        reason = " ".join(str(err).split()) or type(err).__name__
+        after = f" after row {row_no}" if row_no else ""
+        raise RecordError(f"not a readable parquet file{after} ({reason})", path=path) from None
 
 
 def load_pairs(path: str | os.PathLike, *, skip_invalid: bool = False,

@@ -18,16 +18,27 @@ from __future__ import annotations
 
 import gzip
 import json
+import math
 import os
 import random
 import re
+import zlib
 from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
 from thinkj.errors import ThinkJError, UnknownNameError
-from thinkj.records import MAX_STRENGTH, PreferencePair, RecordError
+from thinkj.records import (
+    MAX_STRENGTH,
+    PreferencePair,
+    RecordError,
+    decode_line,
+    parse_json,
+    parse_jsonl_text,
+    read_jsonl,
+    read_parquet_rows,
+)
 
 # Default hub locations. HelpSteer2's preference annotations live in the "preference" folder of
 # nvidia/HelpSteer2 (preference/preference.jsonl.gz; loaded with data_dir="preference", split "train",
@@ -82,37 +93,45 @@ def read_rows(location: str | os.PathLike, *, split: str = "train", data_dir: st
     gz = suffixes[-1:] == [".gz"]
     kind = suffixes[-2] if gz and len(suffixes) >= 2 else (suffixes[-1] if suffixes else "")
     if kind == ".parquet":
-        import pyarrow.parquet as pq
-
-        row_no = 0
-        for batch in pq.ParquetFile(path).iter_batches(batch_size=1024):
-            for row in batch.to_pylist():
-                row_no += 1
-                yield row_no, row
+        yield from read_parquet_rows(path)
         return
     opener: Callable[..., Any] = gzip.open if gz else open
-    with opener(path, "rt", encoding="utf-8") as handle:
-        if kind == ".json":
-            try:
-                data = json.load(handle)
-            except json.JSONDecodeError as err:
-                raise RecordError(f"invalid JSON ({err.msg} at line {err.lineno})", path=path) from None
-            if isinstance(data, dict):  # {"train": [...]} or {"data": [...]}: take the only list value
-                lists = [v for v in data.values() if isinstance(v, list)]
-                if len(lists) != 1:
-                    raise RecordError("a .json source must be a list of rows or an object holding one list", path=path)
-                data = lists[0]
-            for i, row in enumerate(data, start=1):
+    try:
+        with opener(path, "rb") as handle:
+            if kind == ".json":
+                data = read_json_bytes(handle.read(), path)
+                for i, row in enumerate(data, start=1):
+                    yield i, row
+                return
+            for i, raw in enumerate(handle, start=1):
+                try:
+                    text = decode_line(raw, path=path, line=i)
+                    if not text.strip():
+                        continue
+                    row = parse_jsonl_text(text, path=path, line=i)
+                except RecordError as err:
+                    # Handed to the loader as the row, so skip_invalid can count it like any other bad row.
+                    row = err
                 yield i, row
-            return
-        for i, text in enumerate(handle, start=1):
-            if not text.strip():
-                continue
-            try:
-                yield i, json.loads(text)
-            except json.JSONDecodeError as err:
-                # Handed to the loader as the row, so skip_invalid can count it like any other bad row.
-                yield i, RecordError(f"invalid JSON ({err.msg} at column {err.colno})", path=path, line=i)
+    except (EOFError, zlib.error, gzip.BadGzipFile) as err:
+        raise RecordError(f"not a readable gzip file ({' '.join(str(err).split()) or type(err).__name__})",
+                          path=path) from None
+
+
+def read_json_bytes(raw: bytes, path: Path) -> list[Any]:
+    """The rows of a ``.json`` source: a list, or an object holding exactly one list ({"train": [...]})."""
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as err:
+        raise RecordError(f"not UTF-8 text (byte {err.start}: {err.reason}); a binary file?", path=path) from None
+    data = parse_json(text, path=path)
+    if isinstance(data, dict):
+        lists = [v for v in data.values() if isinstance(v, list)]
+        if len(lists) == 1:
+            return lists[0]
+    if not isinstance(data, list):
+        raise RecordError("a .json source must be a list of rows or an object holding one list", path=path)
+    return data
 
 
 # --------------------------------------------------------------------------------------------- row converters
@@ -241,8 +260,79 @@ def bin_strength(gap: float, thresholds: tuple[float, float] = STRENGTH_THRESHOL
     t1 <= gap < t2 -> 2, gap >= t2 -> 3. The defaults (1.0, 2.5) put a BT gap of 1 logit (~73 % win
     probability) at "better" and 2.5 logits (~92 %) at "much better"; pass thresholds to change them.
     """
-    low, high = thresholds
-    return 1 if gap < low else (2 if gap < high else 3)
+    low, high = check_thresholds(thresholds)
+    value = _finite(gap)
+    if value is None:  # NaN compares false with every edge and would land in the top bin
+        raise ThinkJError(f"score gap {str(gap)[:40]!r} is not a finite number")
+    return 1 if value < low else (2 if value < high else 3)
+
+
+def _finite(value: Any) -> float | None:
+    """``value`` as a finite float, or None (not a number, NaN, infinite, or an int too large for a float)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    try:
+        number = float(value)
+    except OverflowError:
+        return None
+    return number if math.isfinite(number) else None
+
+
+def check_thresholds(thresholds: Any, option: str = "strength_thresholds") -> tuple[float, float]:
+    """Two finite, increasing score-gap bin edges (t1 < t2), or a ThinkJError naming ``option``."""
+    values = list(thresholds) if isinstance(thresholds, (list, tuple)) else None
+    if values is None or len(values) != 2:
+        raise ThinkJError(f"{option} {thresholds!r}: expected two bin edges t1,t2 (strength 1 | 2 | 3)")
+    low, high = (_finite(v) for v in values)
+    if low is None or high is None:
+        raise ThinkJError(f"{option} {thresholds!r}: the bin edges must be finite numbers")
+    if not low < high:
+        raise ThinkJError(f"{option} {thresholds!r}: the bin edges must increase (t1 < t2)")
+    return low, high
+
+
+def parse_thresholds(text: str, option: str = "--strength-thresholds") -> tuple[float, float]:
+    """``"1.0,2.5"`` -> (1.0, 2.5), checked by :func:`check_thresholds`; anything else names ``option``."""
+    parts = [p.strip() for p in str(text).split(",")]
+    try:
+        values = tuple(float(p) for p in parts)
+    except ValueError:
+        raise ThinkJError(f"{option} {text!r}: expected two numbers t1,t2 (e.g. 1.0,2.5)") from None
+    if len(values) != 2:
+        raise ThinkJError(f"{option} {text!r}: expected two numbers t1,t2 (e.g. 1.0,2.5)")
+    return check_thresholds(values, f"{option}")
+
+
+COLUMN_MAP_KEYS = ("prompt", "messages", "system", "chosen", "rejected", "response_1", "response_2", "label",
+                   "label_values", "strength")
+
+
+def check_column_map(mapping: Any, option: str = "column_map") -> dict[str, Any]:
+    """A column mapping for :func:`mapped_row`: an object of known keys naming columns (strings); ``label_values``
+    an object of label values. Anything else is a ThinkJError naming ``option`` and the key."""
+    if not isinstance(mapping, dict):
+        raise ThinkJError(f"{option}: must be a JSON object of column names, got {type(mapping).__name__}")
+    unknown = sorted(str(k) for k in mapping if k not in COLUMN_MAP_KEYS)
+    if unknown:
+        raise ThinkJError(f"{option}: unknown keys {unknown} (known: {', '.join(COLUMN_MAP_KEYS)})")
+    for key, value in mapping.items():
+        if key == "label_values":
+            if not isinstance(value, dict) or not value or any(v not in ("a", "b", "tie") for v in value.values()):
+                raise ThinkJError(f"{option}: key 'label_values' must map source values to a, b or tie, got {value!r}")
+        elif not isinstance(value, str) or not value:
+            raise ThinkJError(f"{option}: key {key!r} must name a column (a non-empty string), got {value!r}")
+    return mapping
+
+
+def parse_column_map(text: str, option: str = "--column-map") -> dict[str, Any]:
+    """The ``--column-map`` JSON text -> a checked mapping (:func:`check_column_map`)."""
+    try:
+        mapping = json.loads(text)
+    except (ValueError, RecursionError) as err:
+        reason = err.msg if isinstance(err, json.JSONDecodeError) else type(err).__name__
+        raise ThinkJError(f"{option} {text!r}: not valid JSON ({reason}); expected e.g. "
+                          '\'{"prompt": "question", "chosen": "good", "rejected": "bad"}\'') from None
+    return check_column_map(mapping, option)
 
 
 def mapped_row(mapping: dict[str, Any]) -> Callable[[dict[str, Any]], Converted]:
@@ -252,6 +342,7 @@ def mapped_row(mapping: dict[str, Any]) -> Callable[[dict[str, Any]], Converted]
     ``chosen`` + ``rejected`` or ``response_1`` + ``response_2`` + ``label`` (values mapped by
     ``label_values``, default a/b/tie, 1/2, "1"/"2"); optional ``strength`` (0-3 or null) and ``system``.
     """
+    check_column_map(mapping)
     values = mapping.get("label_values") or {"a": "a", "b": "b", "tie": "tie", 1: "a", 2: "b", "1": "a", "2": "b"}
     if not ("prompt" in mapping) ^ ("messages" in mapping):
         raise ThinkJError("column mapping needs exactly one of 'prompt' or 'messages'")
@@ -293,19 +384,34 @@ CONVERTERS: dict[str, Callable[[dict[str, Any]], Converted]] = {
 
 def load_scores(path: str | os.PathLike) -> dict[int, float]:
     """A scores file for HH-RLHF strength: JSONL rows ``{"row": N, "gap": g}`` or ``{"row": N, "chosen": s1,
-    "rejected": s2}`` (N = 1-based row number in the source). Returns row -> gap."""
+    "rejected": s2}`` (N = 1-based row number in the source). Returns row -> gap; every gap is finite."""
     gaps: dict[int, float] = {}
-    for lineno, text in enumerate(Path(path).read_text(encoding="utf-8").splitlines(), start=1):
-        if not text.strip():
-            continue
-        try:
-            obj = json.loads(text)
-            row = int(obj["row"])
-            gap = float(obj["gap"]) if "gap" in obj else float(obj["chosen"]) - float(obj["rejected"])
-        except (json.JSONDecodeError, KeyError, TypeError, ValueError) as err:
-            raise RecordError(f"expected {{row, gap}} or {{row, chosen, rejected}} ({err})", path=path, line=lineno) from None
+    for lineno, obj in read_jsonl(path):
+        if not isinstance(obj, dict) or "row" not in obj or not ("gap" in obj or {"chosen", "rejected"} <= set(obj)):
+            raise RecordError("expected {row, gap} or {row, chosen, rejected}", path=path, line=lineno)
+        row = obj["row"]
+        if isinstance(row, bool) or not isinstance(row, int) or row < 1:
+            raise RecordError(f"must be a source row number from 1, got {row!r}", path=path, line=lineno, field="row")
+        if row in gaps:
+            raise RecordError(f"row {row} is scored twice", path=path, line=lineno, field="row")
+        if "gap" in obj:
+            gap = _score(obj["gap"], path, lineno, "gap")
+        else:
+            gap = _score(obj["chosen"], path, lineno, "chosen") - _score(obj["rejected"], path, lineno, "rejected")
+        if not math.isfinite(gap):
+            raise RecordError(f"the score gap {gap} is not finite", path=path, line=lineno)
         gaps[row] = gap
     return gaps
+
+
+def _score(value: Any, path: str | os.PathLike, line: int, name: str) -> float:
+    try:
+        number = None if isinstance(value, bool) else float(value)
+    except (TypeError, ValueError, OverflowError):
+        number = None
+    if number is None or not math.isfinite(number):
+        raise RecordError(f"must be a finite number, got {str(value)[:40]!r}", path=path, line=line, field=name)
+    return number
 
 
 def load_source(kind: str, location: str | os.PathLike | None = None, *, split: str | None = None,
@@ -320,6 +426,11 @@ def load_source(kind: str, location: str | os.PathLike | None = None, *, split: 
     sources without one: ``strength_column`` (a 0-3 column, or a raw score gap binned with
     :func:`bin_strength`) or ``scores_file`` (:func:`load_scores`).
     """
+    strength_thresholds = check_thresholds(strength_thresholds)
+    if strength_column and scores_file:
+        raise ThinkJError("give the strength either as strength_column or as scores_file, not both")
+    if column_map is not None and kind != "generic":
+        raise ThinkJError(f"a column_map is for the generic loader; source kind {kind!r} has its own schema")
     defaults = HUB_DEFAULTS.get(kind, {})
     location = str(location or defaults.get("name") or "")
     if not location:
@@ -384,9 +495,12 @@ def load_source(kind: str, location: str | os.PathLike | None = None, *, split: 
 def _strength_value(value: Any, column: str, thresholds: tuple[float, float]) -> int:
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise _FieldError(column, f"strength must be a number, got {value!r}")
-    if float(value).is_integer() and 0 <= value <= MAX_STRENGTH:
-        return int(value)  # already on the 0-3 scale
-    return bin_strength(float(value), thresholds)
+    number = _finite(value)
+    if number is None:
+        raise _FieldError(column, f"strength must be a finite number, got {str(value)[:40]}")
+    if number.is_integer() and 0 <= number <= MAX_STRENGTH:
+        return int(number)  # already on the 0-3 scale
+    return bin_strength(number, thresholds)
 
 
 def _reject(summary: LoadSummary, skip_invalid: bool, error: RecordError) -> None:

@@ -6,13 +6,12 @@ fails in one line naming the file, the row and the field. Nothing here knows any
 
 from __future__ import annotations
 
-import json
 import os
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from thinkj.records import PreferencePair, RecordError, read_jsonl
+from thinkj.records import PreferencePair, RecordError, read_json, read_jsonl, read_parquet_rows
 
 Row = tuple[str, int, Any]  # (where, row number from 1, parsed row)
 
@@ -20,20 +19,14 @@ Row = tuple[str, int, Any]  # (where, row number from 1, parsed row)
 def _read_file(path: Path) -> Iterator[Row]:
     suffix = path.suffix.lower()
     if suffix == ".parquet":
-        import pyarrow.parquet as pq
-
-        for i, row in enumerate(pq.read_table(path).to_pylist(), start=1):
+        for i, row in read_parquet_rows(path):
             yield str(path), i, row
         return
     if suffix == ".json":
-        with open(path, encoding="utf-8") as handle:
+        with open(path, "rb") as handle:
             head = handle.read(4096).lstrip()[:1]
-        if head == "[":  # one JSON array (RM-Bench's files); anything else is read as JSON lines
-            try:
-                rows = json.loads(path.read_text(encoding="utf-8"))
-            except json.JSONDecodeError as err:
-                raise RecordError(f"invalid JSON ({err.msg} at line {err.lineno})", path=path) from None
-            for i, row in enumerate(rows, start=1):
+        if head == b"[":  # one JSON array (RM-Bench's files); anything else is read as JSON lines
+            for i, row in enumerate(read_json(path), start=1):
                 yield str(path), i, row
             return
     for line, row in read_jsonl(path):

@@ -2,8 +2,15 @@
 
 State lives in ``<sweep_dir>/state.json`` (rewritten atomically after every step): per run, its settings,
 status and how many of its steps finished. A run is finished only when ``<run_dir>/SWEEP_DONE.json`` exists,
-and that marker is written only after every results JSON of the run exists. A rerun therefore skips finished
-runs and continues an interrupted one at its first unfinished step (the engines resume inside a step).
+and that marker is written only after every results JSON of the run exists; it records the run's identity (the
+hash in its name: settings, commands, results paths, tags), and a marker of another identity does not count. A
+rerun therefore skips finished runs and continues an interrupted one at its first unfinished step (the engines
+resume inside a step).
+
+``state.json`` only records progress: when it is unreadable (a truncated or hand-edited file) the sweep stops
+with a one-line error saying so, rather than starting over; deleting it is safe -- finished runs are known by
+their done markers, and an unfinished run starts again at its first step. A done marker that cannot be read
+stops the sweep the same way, naming the marker.
 
 Launchers: ``local`` (subprocesses, one step after another), ``inprocess`` (``thinkj ...`` steps inside this
 Python process -- the same commands without paying the imports each time; for CPU demos and tests),
@@ -13,7 +20,6 @@ command writes the done marker on the cluster).
 
 from __future__ import annotations
 
-import json
 import os
 import shlex
 import subprocess
@@ -23,7 +29,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TextIO
 
+from thinkj.atomic import disk_errors
 from thinkj.errors import ThinkJError, exit_on_user_error
+from thinkj.records import RecordError, read_json, write_json
 from thinkj.sweep.spec import Run, SweepSpec, expand
 
 DONE_FILE = "SWEEP_DONE.json"
@@ -31,8 +39,29 @@ STATE_FILE = "state.json"
 LAUNCHERS = ("local", "inprocess", "print", "ray")
 
 
+def read_marker(run_dir: Path) -> dict[str, Any] | None:
+    """The run's done marker, None when there is none; an unreadable one is a one-line error naming it."""
+    marker = Path(run_dir) / DONE_FILE
+    if not marker.exists():
+        return None
+    try:
+        record = read_json(marker)
+    except RecordError as err:
+        raise ThinkJError(f"{err}: a damaged done marker; delete it and rerun the sweep to run that run's steps "
+                          "again (each step resumes what it had finished)") from None
+    if not isinstance(record, dict):
+        raise ThinkJError(f"{marker}: a done marker is a JSON object, got {type(record).__name__}; delete it and "
+                          "rerun the sweep to run that run's steps again")
+    return record
+
+
 def is_done(run: Run) -> bool:
-    return (run.run_dir / DONE_FILE).exists() and all(p.exists() for p in run.results)
+    """Finished: a done marker of this run's identity, and every results JSON exists."""
+    record = read_marker(run.run_dir)
+    if record is None or not all(p.exists() for p in run.results):
+        return False
+    recorded = record.get("identity")
+    return recorded is None or recorded == run.identity.get("hash")
 
 
 def mark_done(run_dir: Path, results: list[Path], extra: dict[str, Any] | None = None) -> Path:
@@ -40,11 +69,13 @@ def mark_done(run_dir: Path, results: list[Path], extra: dict[str, Any] | None =
     missing = [str(p) for p in results if not Path(p).exists()]
     if missing:
         raise RuntimeError(f"run {run_dir.name}: steps finished but results are missing: {missing}")
-    marker = Path(run_dir) / DONE_FILE
-    marker.parent.mkdir(parents=True, exist_ok=True)
-    marker.write_text(json.dumps({"results": [str(p) for p in results], "time": time.strftime("%Y-%m-%dT%H:%M:%S"),
-                                  **(extra or {})}, indent=1))
-    return marker
+    return write_json(Path(run_dir) / DONE_FILE, {"results": [str(p) for p in results],
+                                                  "time": time.strftime("%Y-%m-%dT%H:%M:%S"), **(extra or {})})
+
+
+RECOVERY = (f"this file only records the sweep's progress: delete it (or move it aside) and rerun -- finished runs "
+            f"are known by their done markers ({DONE_FILE}) and are not run again; an unfinished run starts again at "
+            "its first step")
 
 
 class SweepState:
@@ -52,17 +83,34 @@ class SweepState:
         self.path = Path(sweep_dir) / STATE_FILE
         self.data: dict[str, Any] = {"sweep": spec.name, "spec": str(spec.path), "runs": {}}
         if self.path.exists():
-            self.data = json.loads(self.path.read_text())
+            self.data = self._read(spec)
+
+    def _read(self, spec: SweepSpec) -> dict[str, Any]:
+        try:
+            data = read_json(self.path)
+        except RecordError as err:
+            raise ThinkJError(f"{err}; {RECOVERY}") from None
+        if not isinstance(data, dict) or not isinstance(data.get("runs"), dict):
+            raise ThinkJError(f"{self.path}: not a sweep state (an object with 'runs'); {RECOVERY}")
+        if data.get("sweep") not in (None, spec.name):
+            raise ThinkJError(f"{self.path}: holds the state of sweep {data['sweep']!r}, not {spec.name!r}: "
+                              "give this sweep its own --sweep-dir")
+        for name, entry in data["runs"].items():
+            if not (isinstance(entry, dict) and isinstance(entry.get("status"), str)
+                    and all(isinstance(entry.get(k), int) and not isinstance(entry.get(k), bool) and entry[k] >= 0
+                            for k in ("steps_done", "launches"))):
+                raise ThinkJError(f"{self.path}: run {name!r} is not a run's state (status, steps_done, "
+                                  f"launches); {RECOVERY}")
+        return data
 
     def run(self, run: Run) -> dict[str, Any]:
-        return self.data["runs"].setdefault(run.name, {"settings": run.settings, "status": "pending", "steps_done": 0,
-                                                       "launches": 0})
+        entry = self.data["runs"].setdefault(run.name, {"settings": run.settings, "status": "pending",
+                                                        "steps_done": 0, "launches": 0})
+        entry["steps_done"] = min(entry["steps_done"], len(run.commands))
+        return entry
 
     def save(self) -> None:
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = self.path.with_suffix(".tmp")
-        tmp.write_text(json.dumps(self.data, indent=1, default=str))
-        os.replace(tmp, self.path)
+        write_json(self.path, self.data)
 
 
 def _env() -> dict[str, str]:
@@ -73,11 +121,13 @@ def _env() -> dict[str, str]:
 
 
 def _run_subprocess(command: str, log: Path) -> int:
-    log.parent.mkdir(parents=True, exist_ok=True)
-    with log.open("a") as handle:
-        handle.write(f"$ {command}\n")
-        handle.flush()
-        return subprocess.run(["bash", "-c", command], stdout=handle, stderr=subprocess.STDOUT, env=_env()).returncode
+    with disk_errors(log):
+        log.parent.mkdir(parents=True, exist_ok=True)
+        with log.open("a") as handle:
+            handle.write(f"$ {command}\n")
+            handle.flush()
+            return subprocess.run(["bash", "-c", command], stdout=handle, stderr=subprocess.STDOUT,
+                                  env=_env()).returncode
 
 
 def _run_inprocess(command: str, log: Path) -> int:
@@ -91,15 +141,16 @@ def _run_inprocess(command: str, log: Path) -> int:
     if not getattr(app, "_thinkj_registered", False):
         _register_subcommands()
         app._thinkj_registered = True  # type: ignore[attr-defined]
-    log.parent.mkdir(parents=True, exist_ok=True)
-    with log.open("a") as handle:
-        handle.write(f"$ {command}  (in-process)\n")
+    with disk_errors(log):
+        log.parent.mkdir(parents=True, exist_ok=True)
+        with log.open("a") as handle:
+            handle.write(f"$ {command}  (in-process)\n")
     try:
         typer.main.get_command(app).main(argv[1:], prog_name="thinkj", standalone_mode=False)
     except SystemExit as stop:
         return int(stop.code or 0)
     except Exception as err:  # a failed run is recorded and the sweep goes on to the next run
-        with log.open("a") as handle:
+        with disk_errors(log), log.open("a") as handle:
             handle.write(f"error: {type(err).__name__}: {err}\n")
         return 1
     return 0
@@ -129,7 +180,8 @@ def check_ray_cluster(address: str | None, timeout: float = 5.0) -> None:
 def ray_submit_command(run: Run, address: str | None = None) -> list[str]:
     """``ray job submit`` for one run: its steps, then the done marker, as one entrypoint on the cluster."""
     marker = shlex.join([sys.executable, "-m", "thinkj.sweep.runner", "mark-done", str(run.run_dir),
-                         *map(str, run.results)]).replace(sys.executable, "python", 1)
+                         *map(str, run.results), f"--identity={run.identity.get('hash', '')}"]
+                        ).replace(sys.executable, "python", 1)
     # No --working-dir upload: the job runs in this checkout on a filesystem the nodes share (same path), so its
     # outputs land where the next `thinkj sweep` looks for them.
     entry = " && ".join([f"cd {shlex.quote(str(Path.cwd()))}", *run.commands, marker])
@@ -174,7 +226,7 @@ def _one_run(run: Run, launcher: str, state: SweepState | None, step_fn: Callabl
         state.save()
     else:
         try:
-            mark_done(run.run_dir, run.results, {"settings": run.settings})
+            mark_done(run.run_dir, run.results, {"identity": run.identity.get("hash"), "run": run.identity})
             entry["status"] = "done"
         except RuntimeError as err:
             entry.update(status="failed", error=str(err))
@@ -215,8 +267,10 @@ def main(argv: list[str] | None = None) -> None:
     """``python -m thinkj.sweep.runner mark-done RUN_DIR RESULTS...`` (the last command of a Ray job)."""
     argv = sys.argv[1:] if argv is None else argv
     if len(argv) < 2 or argv[0] != "mark-done":
-        sys.exit("usage: python -m thinkj.sweep.runner mark-done RUN_DIR RESULTS_JSON...")
-    print(mark_done(Path(argv[1]), [Path(p) for p in argv[2:]]))
+        sys.exit("usage: python -m thinkj.sweep.runner mark-done RUN_DIR RESULTS_JSON... [--identity=HASH]")
+    identity = [a.split("=", 1)[1] for a in argv[2:] if a.startswith("--identity=")]
+    results = [Path(p) for p in argv[2:] if not p.startswith("--identity=")]
+    print(mark_done(Path(argv[1]), results, {"identity": identity[-1]} if identity and identity[-1] else None))
 
 
 if __name__ == "__main__":

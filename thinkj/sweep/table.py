@@ -17,6 +17,7 @@ import itertools
 from pathlib import Path
 from typing import Any
 
+from thinkj.atomic import staged_dir, write_text_atomic
 from thinkj.records import RecordError
 from thinkj.sweep.spec import Run, SweepSpec
 
@@ -51,15 +52,14 @@ def fill_table(spec: SweepSpec, runs: list[Run], out_dir: Path) -> dict[str, Any
 
     files = [p for r in runs if is_done(r) for p in r.results]
     results = collect_results(files) if files else []
-    out_dir.mkdir(parents=True, exist_ok=True)
     if spec.table_spec:
         grid = build_grid(inline_table(spec), results)
         text = markdown(grid)
-        path = out_dir / f"table_{spec.name}.md"
-        path.write_text(text, encoding="utf-8")
+        path = write_text_atomic(out_dir / f"table_{spec.name}.md", text)
         command = None
     elif spec.table:
-        rendered = render_table(spec.table, results, out_dir)
+        with staged_dir(out_dir) as stage:  # the table and its charts replace the old ones whole, or not at all
+            rendered = render_table(spec.table, results, stage)
         grid, text, path = rendered.grid, rendered.markdown, out_dir / f"table{spec.table}.md"
         command = ["thinkj", "tables", spec.table, "--out", str(out_dir), *(f"--results={p}" for p in files)]
     else:

@@ -51,10 +51,18 @@ def tables(
     found = collect_results(sources) if sources else []
     typer.echo(f"{len(found)} results file(s) read", err=True)
     for key in keys:
-        rendered = render_table(key, found, out, FORMATS[fmt])
+        if out is None:
+            rendered, written = render_table(key, found, None, FORMATS[fmt]), []
+        else:
+            from thinkj.atomic import staged_dir
+
+            # written beside --out first: a full disk leaves the previous table, never an empty or half one
+            with staged_dir(out) as stage:
+                rendered = render_table(key, found, stage, FORMATS[fmt])
+            written = [out / path.name for path in rendered.files]
         if "md" in FORMATS[fmt]:
             typer.echo(rendered.markdown)
         if "latex" in FORMATS[fmt]:
             typer.echo(rendered.latex)
-        for path in rendered.files:
+        for path in written:
             typer.echo(f"wrote {path}", err=True)
