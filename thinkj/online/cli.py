@@ -45,7 +45,8 @@ def rl(
                                             "(tiny models, checking only), otherwise GPU nodes"),
     nnodes: int = typer.Option(2, help="verl: nodes (Table 11: 2)"),
     gpus_per_node: int = typer.Option(8, help="verl: GPUs per node (Table 11: 8)"),
-    force: bool = typer.Option(False, help="trl: train again even if the output folder is finished"),
+    force: bool = typer.Option(False, help="trl: train again even if the output folder is finished (the finished run "
+                                           "is replaced only when the new one has finished)"),
     dry_run: bool = typer.Option(False, help="verl: print the command only"),
     allow_think_tokens: bool = typer.Option(False, help="verl: launch even if the tokenizer or chat template hides "
                                                         "<think> from the reward"),
@@ -58,8 +59,9 @@ def rl(
         weights = parse_weights(weight)
     except LaunchError as err:
         raise typer.BadParameter(str(err)) from None
-    for name, value in weights.items():  # a nan weight would train on nan rewards
-        check_range(f"--weight {name}", value if isinstance(value, (int, float)) else None)
+    from thinkj.online.trl_grpo import check_weights
+
+    check_weights(preset, weights)  # an unknown, nan or negative weight would train a silently wrong ablation
     for option, number in (("--steps", steps), ("--num-generations", num_generations),
                            ("--prompts-per-step", prompts_per_step), ("--max-completion-length", max_completion_length),
                            ("--nnodes", nnodes), ("--gpus-per-node", gpus_per_node)):

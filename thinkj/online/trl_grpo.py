@@ -16,16 +16,22 @@ functions so TRL logs them per step (``rewards/acc/mean``, ``rewards/format/mean
 
 from __future__ import annotations
 
+import difflib
+import inspect
 import json
+import math
 import os
 import shutil
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from thinkj.records import RecordError, load_pairs, write_jsonl
+from thinkj.errors import ThinkJError
+from thinkj.fingerprint import fingerprint
+from thinkj.records import RecordError, load_pairs, write_json, write_jsonl
 from thinkj.rewards import get_preset
 from thinkj.rewards.trl import TRLReward, completion_text
+from thinkj.staging import promote, restore, staging_dir
 
 DONE_MARKER = "thinkj_online_done.json"
 
@@ -129,47 +135,52 @@ class GRPORun:
 def _use_cpu(device: str) -> bool:
     import torch
 
+    if device not in ("auto", "cpu", "gpu"):
+        raise ThinkJError(f"--device {device!r}: choose auto, cpu or gpu")
     if device == "gpu" and not torch.cuda.is_available():
-        raise RuntimeError("--device gpu was asked for but torch sees no CUDA device")
+        raise ThinkJError("--device gpu was asked for but torch sees no CUDA device")
     return device == "cpu" or not torch.cuda.is_available()
 
 
-def run_trl_grpo(run: GRPORun, force: bool = False) -> dict[str, Any]:
-    """Train, save the policy to ``out_dir/model``, plot ``out_dir/curves.png``; returns a summary dict.
+def check_weights(preset: str, weights: dict[str, Any]) -> None:
+    """Every weight is one the preset has, and a finite number (>= 0 for a ``w_*`` term weight)."""
+    known = get_preset(preset).defaults
+    for name, value in weights.items():
+        if name not in known:
+            close = difflib.get_close_matches(name, known, n=1)
+            hint = f"did you mean {close[0]}? " if close else ""
+            raise ThinkJError(f"--weight {name}: reward preset {preset!r} has no such weight ({hint}its weights: "
+                              f"{', '.join(sorted(known)) or 'none'})")
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+            raise ThinkJError(f"--weight {name}={value!r}: must be a finite number")
+        if name.startswith("w_") and value < 0:
+            raise ThinkJError(f"--weight {name}={value!r}: a term weight must be >= 0")
 
-    A finished run with the same settings (marker file) is not redone unless ``force``; an interrupted one
-    resumes from its last checkpoint under ``out_dir/checkpoints``.
-    """
-    out = Path(run.out_dir)
-    marker, settings_file = out / DONE_MARKER, out / "run_settings.json"
-    settings = json.loads(json.dumps(asdict(run), default=str))
-    if marker.exists() and not force and json.loads(marker.read_text()).get("run") == settings:
-        return json.loads(marker.read_text())
-    previous = json.loads(settings_file.read_text()) if settings_file.exists() else None
-    if force or previous != settings:
-        # new settings (model, data, steps, ...) or --force: never resume another run's checkpoints
-        shutil.rmtree(out / "checkpoints", ignore_errors=True)
-        marker.unlink(missing_ok=True)
-    out.mkdir(parents=True, exist_ok=True)
-    settings_file.write_text(json.dumps(settings, indent=1))
 
-    from datasets import Dataset
-    from transformers import AutoModelForCausalLM, AutoTokenizer
+def _read_json(path: Path) -> dict[str, Any] | None:
+    """A JSON object from ``path``; None when it is missing or damaged (a damaged marker proves nothing)."""
+    try:
+        document = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return document if isinstance(document, dict) else None
 
+
+def _finished_with(folder: Path, settings: dict[str, Any]) -> dict[str, Any] | None:
+    """The completion record of ``folder`` when it was made with exactly these settings and inputs."""
+    marker = _read_json(folder / DONE_MARKER)
+    if marker and marker.get("run") == settings["run"] and marker.get("inputs") == settings["inputs"]:
+        return marker
+    return None
+
+
+def _grpo_config(run: GRPORun, ckpt_dir: Path, cpu: bool) -> Any:
+    """TRL's GRPOConfig for the run; a bad or unknown field fails here, before anything is written."""
     from thinkj.online.trl_compat import fix_trl_availability_flags
 
     fix_trl_availability_flags()
-    from trl import GRPOConfig, GRPOTrainer
+    from trl import GRPOConfig
 
-    rows, skipped = load_rl_rows(run.data, run.template)
-    if run.max_rows:
-        rows = rows[: run.max_rows]
-    if not rows:
-        raise RecordError(f"no usable rows (ties skipped: {skipped['tie']})", path=run.data)
-    get_preset(run.preset)(" ", {"label": "a", "strength": None}, **run.weights)  # unknown weight names fail here
-
-    cpu = _use_cpu(run.device)
-    ckpt_dir = out / "checkpoints"
     settings = dict(
         output_dir=str(ckpt_dir), max_steps=run.steps, learning_rate=run.learning_rate, beta=run.beta,
         num_generations=run.num_generations, per_device_train_batch_size=run.num_generations * run.prompts_per_step,
@@ -183,10 +194,73 @@ def run_trl_grpo(run: GRPORun, force: bool = False) -> dict[str, Any]:
         # token recomputes the whole prompt (measured: 18 s instead of ~2 s per step on the tiny model).
         generation_kwargs={"use_cache": True},
     )
-    config = GRPOConfig(**{**settings, **run.extra})  # extra GRPOConfig fields from the command line win
+    fields = set(inspect.signature(GRPOConfig).parameters)
+    for key in run.extra:
+        if key not in fields:
+            close = difflib.get_close_matches(key, fields, n=1)
+            raise ThinkJError(f"TRL override {key}={run.extra[key]!r}: GRPOConfig has no field {key!r}"
+                              + (f" (did you mean {close[0]}?)" if close else ""))
+    try:
+        return GRPOConfig(**{**settings, **run.extra})  # extra GRPOConfig fields from the command line win
+    except (TypeError, ValueError) as err:
+        raise ThinkJError(f"TRL settings: {' '.join(str(err).split())}") from None
+
+
+def run_trl_grpo(run: GRPORun, force: bool = False) -> dict[str, Any]:
+    """Train, save the policy to ``out_dir/model``, plot ``out_dir/curves.png``; returns a summary dict.
+
+    Every input is checked before anything in ``out_dir`` is touched: the data (exists, parses, has usable rows),
+    the model (a local folder, a cached or reachable hub id), the preset's weights, the device and the GRPOConfig
+    fields. A finished run made with the same settings and the same inputs -- the data file's sha256 and the
+    model's identity (:mod:`thinkj.inference.identity`), so a file changed in place is not "the same" -- is
+    returned, not redone, unless ``force``. A finished run with other settings, or with ``force``, is replaced only
+    when the new run has finished: the new one trains in ``<out_dir>.next`` (:mod:`thinkj.staging`). An
+    interrupted run resumes from its last checkpoint; checkpoints of an unfinished run with other settings are
+    never resumed.
+    """
+    out = Path(run.out_dir)
+    restore(out)
+    if out.exists() and not out.is_dir():
+        raise ThinkJError(f"{out}: --out is a file, expected a folder")
+    rows, skipped = load_rl_rows(run.data, run.template)
+    if run.max_rows:
+        rows = rows[: run.max_rows]
+    if not rows:
+        raise RecordError(f"no usable rows (ties skipped: {skipped['tie']})", path=run.data)
+    check_weights(run.preset, run.weights)
+    from thinkj.inference.identity import check_model_source, model_identity
     from thinkj.models import resolve_model
 
     model_path = resolve_model(run.model)  # a catalog name (smollm2) is its converted folder
+    check_model_source(model_path, what="--model")
+    cpu = _use_cpu(run.device)
+    settings = {"run": json.loads(json.dumps(asdict(run), default=str)),
+                "inputs": {"data": fingerprint(run.data), "model": model_identity(model_path)}}
+    done = _finished_with(out, settings)
+    if done and not force:
+        return done
+    finished = (out / DONE_MARKER).exists()
+    work = staging_dir(out) if finished else out  # a finished run stays in place until its successor has finished
+    if work != out and not force and _finished_with(work, settings):
+        promote(work, out)  # the successor finished, the swap was interrupted
+        return json.loads((out / DONE_MARKER).read_text(encoding="utf-8"))
+    ckpt_dir = work / "checkpoints"
+    config = _grpo_config(run, ckpt_dir, cpu)
+
+    # Nothing was changed on disk before this line.
+    if force and work != out:
+        shutil.rmtree(work, ignore_errors=True)
+    elif force or _read_json(work / "run_settings.json") != settings:
+        # new settings (model, data, steps, ...) or --force: never resume another run's checkpoints
+        shutil.rmtree(ckpt_dir, ignore_errors=True)
+        (work / DONE_MARKER).unlink(missing_ok=True)
+    work.mkdir(parents=True, exist_ok=True)
+    write_json(work / "run_settings.json", settings)
+
+    from datasets import Dataset
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+    from trl import GRPOTrainer
+
     tokenizer = AutoTokenizer.from_pretrained(model_path)
     total = RecordingReward(run.preset, **run.weights)
     reward_funcs = [total, RewardComponent(run.preset, "acc", **run.weights),
@@ -199,23 +273,25 @@ def run_trl_grpo(run: GRPORun, force: bool = False) -> dict[str, Any]:
     resume = any(ckpt_dir.glob("checkpoint-*")) if ckpt_dir.exists() else False
     trainer.train(resume_from_checkpoint=True if resume else None)
 
-    model_dir = out / "model"
-    trainer.save_model(str(model_dir))
-    tokenizer.save_pretrained(str(model_dir))
-    write_jsonl(out / "last_samples.jsonl", total.last_samples)  # what the judge wrote in the last step, and its reward
-    log_path = out / "trainer_state.json"
-    trainer.state.save_to_json(str(log_path))
+    trainer.save_model(str(work / "model"))
+    tokenizer.save_pretrained(str(work / "model"))
+    write_jsonl(work / "last_samples.jsonl", total.last_samples)  # what the judge wrote in the last step, and its reward
+    trainer.state.save_to_json(str(work / "trainer_state.json"))
 
     from thinkj.online.curves import load_metrics, plot_curves
 
-    curves = plot_curves(load_metrics(log_path), out / "curves.png", title=f"TRL GRPO ({run.preset})")
+    curves = plot_curves(load_metrics(work / "trainer_state.json"), work / "curves.png",
+                         title=f"TRL GRPO ({run.preset})")
     history = [h for h in trainer.state.log_history if "reward" in h]
+    # paths name the final folder: after the swap, that is where the files are
     summary = {
-        "engine": "trl", "algo": "grpo", "model_dir": str(model_dir), "curves": str(curves), "log": str(log_path),
-        "samples": str(out / "last_samples.jsonl"),
+        "engine": "trl", "algo": "grpo", "model_dir": str(out / "model"), "curves": str(out / curves.name),
+        "log": str(out / "trainer_state.json"), "samples": str(out / "last_samples.jsonl"),
         "rows": len(rows), "skipped_tie": skipped["tie"], "steps": trainer.state.global_step, "device": "cpu" if cpu else "gpu",
         "first_reward": history[0]["reward"] if history else None, "last_reward": history[-1]["reward"] if history else None,
-        "run": asdict(run),
+        "run": settings["run"], "inputs": settings["inputs"],
     }
-    marker.write_text(json.dumps(summary, indent=1, default=str))
+    write_json(work / DONE_MARKER, summary)  # last: the run is complete
+    if work != out:
+        promote(work, out)
     return summary

@@ -1,0 +1,140 @@
+"""Nothing a finished run made is deleted before the new run's inputs are checked, and a finished run is replaced
+only by another finished one.
+
+``thinkj train rl --engine trl --out FINISHED --data typo.jsonl`` used to delete the finished run's
+``checkpoints/`` and its completion record, then notice the missing file. A finished run here is the folder
+layout a TRL run leaves (its marker, settings, checkpoints, model); the typo'd reruns fail on their inputs, the
+broken-model rerun fails inside the trainer after every check passed.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from thinkj.demo.tiny_task import make_pairs
+from thinkj.errors import ThinkJError
+from thinkj.online.trl_grpo import DONE_MARKER, GRPORun, run_trl_grpo
+from thinkj.records import write_jsonl
+from thinkj.staging import promote, restore, staging_dir
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _finished_trl_run(out: Path) -> dict[str, bytes]:
+    """The files a finished TRL run leaves; returns their bytes to compare with later."""
+    files = {DONE_MARKER: json.dumps({"engine": "trl", "run": {"steps": 500}, "inputs": {}}).encode(),
+             "run_settings.json": b'{"run": {"steps": 500}}', "checkpoints/checkpoint-500/model.safetensors": b"w" * 64,
+             "model/model.safetensors": b"m" * 64, "trainer_state.json": b"{}"}
+    for name, data in files.items():
+        (out / name).parent.mkdir(parents=True, exist_ok=True)
+        (out / name).write_bytes(data)
+    return files
+
+
+def _unchanged(out: Path, files: dict[str, bytes]) -> bool:
+    return all((out / name).read_bytes() == data for name, data in files.items())
+
+
+def _rl(tmp_path: Path, out: Path, model: Path, data: Path, *extra: str) -> subprocess.CompletedProcess:
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    env.pop("THINKJ_TRACEBACK", None)
+    return subprocess.run([sys.executable, "-m", "thinkj.cli", "train", "rl", "--engine", "trl", "--model", str(model),
+                           "--data", str(data), "--out", str(out), "--steps", "1", "--num-generations", "2",
+                           "--device", "cpu", *extra], cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+
+
+@pytest.mark.parametrize("case", ["missing data", "unparsable data", "missing model", "unknown weight", "nan weight",
+                                  "negative weight", "unknown trl field", "bad group size"])
+def test_a_rerun_with_a_bad_input_leaves_the_finished_run_alone(tmp_path, tiny_model_dir, case):
+    out = tmp_path / "online"
+    files = _finished_trl_run(out)
+    data = tmp_path / "pairs.jsonl"
+    write_jsonl(data, make_pairs(4, seed=1))
+    model, extra = tiny_model_dir, []
+    if case == "missing data":
+        data = tmp_path / "typo.jsonl"
+    elif case == "unparsable data":
+        data.write_text('{"id": "1", "source": \n')
+    elif case == "missing model":
+        model = tmp_path / "runs" / "no_such_model"
+    elif case == "unknown weight":
+        extra = ["--weight", "w_strr=0.0"]
+    elif case == "nan weight":
+        extra = ["--weight", "w_str=nan"]
+    elif case == "negative weight":
+        extra = ["--weight", "w_str=-1"]
+    elif case == "unknown trl field":
+        extra = ["temperatur=0.7"]
+    elif case == "bad group size":
+        extra = ["--prompts-per-step", "1", "per_device_train_batch_size=3"]
+    proc = _rl(tmp_path, out, model, data, *extra)
+    assert proc.returncode == 2, (proc.stdout[-2000:], proc.stderr[-2000:])
+    lines = proc.stderr.strip().splitlines()
+    assert lines[-1].startswith("error: ") and "Traceback" not in proc.stderr, proc.stderr[-2000:]
+    assert _unchanged(out, files) and not staging_dir(out).exists()
+
+
+def test_a_typo_in_the_data_names_the_file(tmp_path, tiny_model_dir):
+    out = tmp_path / "online"
+    _finished_trl_run(out)
+    proc = _rl(tmp_path, out, tiny_model_dir, tmp_path / "typo.jsonl")
+    assert proc.stderr.strip().splitlines()[-1] == f"error: {tmp_path / 'typo.jsonl'}: RL data file not found"
+    weight = _rl(tmp_path, out, tiny_model_dir, tmp_path / "typo.jsonl", "--weight", "w_strr=0.0")
+    assert "did you mean w_str?" in weight.stderr  # weights are checked before the data is read
+
+
+def test_a_rerun_that_fails_while_training_keeps_the_finished_run(tmp_path, tiny_model_dir):
+    """Every check passes, the trainer fails (weights that do not load): the finished run is still there."""
+    out = tmp_path / "online"
+    files = _finished_trl_run(out)
+    data = tmp_path / "pairs.jsonl"
+    write_jsonl(data, make_pairs(4, seed=1))
+    broken = tmp_path / "broken_model"
+    broken.mkdir()
+    for item in tiny_model_dir.iterdir():
+        if item.is_file():
+            (broken / item.name).write_bytes(item.read_bytes()[:100] if item.suffix == ".safetensors" else item.read_bytes())
+    run = GRPORun(model=str(broken), data=str(data), out_dir=str(out), steps=1, num_generations=2, device="cpu")
+    with pytest.raises(Exception) as raised:
+        run_trl_grpo(run)
+    assert not isinstance(raised.value, ThinkJError)  # it got past every check: the failure is the trainer's
+    assert _unchanged(out, files)
+    settings = json.loads((staging_dir(out) / "run_settings.json").read_text())
+    assert settings["run"]["model"] == str(broken)  # the new run was being made beside the finished one
+
+
+def test_swap_replaces_only_a_finished_folder_and_survives_a_kill_between_its_renames(tmp_path):
+    out, staged = tmp_path / "run", staging_dir(tmp_path / "run")
+    (out / "model").mkdir(parents=True)
+    (out / "model" / "w").write_text("old")
+    (staged / "model").mkdir(parents=True)
+    (staged / "model" / "w").write_text("new")
+    os.replace(out, out.with_name("run.replaced"))  # the swap's first rename, then a kill
+    restore(out)
+    assert (out / "model" / "w").read_text() == "old"
+    promote(staged, out)
+    assert (out / "model" / "w").read_text() == "new" and not staged.exists()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["run"]
+
+
+def test_finished_run_is_not_reused_after_its_data_changed_in_place(tmp_path, tiny_model_dir):
+    """The marker keeps the data's sha256: the same path with other content is another run (trained beside)."""
+    data = tmp_path / "pairs.jsonl"
+    write_jsonl(data, make_pairs(4, seed=1))
+    out = tmp_path / "online"
+    run = GRPORun(model=str(tiny_model_dir), data=str(data), out_dir=str(out), steps=1, num_generations=2,
+                  device="cpu", max_completion_length=8)
+    summary = run_trl_grpo(run)
+    assert summary["inputs"]["data"].startswith("sha256:")
+    assert run_trl_grpo(run) == summary  # same settings, same bytes: reused
+    write_jsonl(data, make_pairs(4, seed=2))  # edited in place
+    again = run_trl_grpo(run)
+    assert again["inputs"]["data"] != summary["inputs"]["data"]
+    marker = json.loads((out / DONE_MARKER).read_text())
+    assert marker["inputs"] == again["inputs"] and not staging_dir(out).exists() and (out / "model").is_dir()
