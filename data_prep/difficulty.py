@@ -8,8 +8,13 @@
         --model Qwen/Qwen2.5-7B-Instruct --backend vllm --tp 4 --max-model-len 8192 --temperature 1.0 --k 3
 
 Writes the kept pairs, ``<out>.judgments.jsonl`` (every sample), ``<out>.summary.json`` (counts in/out,
-failure histogram, per-pair failure counts) and a result cache ``<out>.cache.sqlite``: rerunning after an
-interruption only generates what is missing.
+failure histogram, per-pair failure counts, calls and failed calls) and a result cache ``<out>.cache.sqlite``:
+rerunning after an interruption only generates what is missing.
+
+Exit status 1 when generation calls failed after retries (server down, 5xx, garbage, timeout) past
+--max-failure-rate (default 0: any; a pair with a failed call is never kept, and a rerun asks only for the failed
+calls), or when nothing was kept (every pair too long for the judge's context, or none judged wrong); 2 for bad
+input or settings.
 """
 
 from __future__ import annotations
@@ -46,6 +51,8 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--batch-size", type=int, default=None, help="HF backend batch size")
     parser.add_argument("--backend-arg", action="append", default=[], metavar="KEY=VALUE",
                         help="extra backend keyword (value parsed as JSON when possible), repeatable")
+    parser.add_argument("--max-failure-rate", type=float, default=0.0,
+                        help="share of generation calls that may fail after retries with exit status 0 [0]")
     args = parser.parse_args(argv)
     from thinkj.paths import setup_caches
 
@@ -66,7 +73,8 @@ def main(argv: list[str] | None = None) -> dict:
     summary = run_difficulty(args.inp, args.out, model=args.model, backend=args.backend, template=args.template, k=args.k,
                              temperature=args.temperature, top_p=args.top_p, max_new_tokens=args.max_new_tokens,
                              seed=args.seed, min_failures=args.min_failures, strict=args.strict, cache_path=args.cache,
-                             backend_kwargs=kwargs, limit=args.limit, context_length=args.context_length)
+                             backend_kwargs=kwargs, limit=args.limit, context_length=args.context_length,
+                             max_failure_rate=args.max_failure_rate)
     print(json.dumps({k: v for k, v in summary.items() if k != "failures_per_pair"}, indent=1))
     return summary
 

@@ -2,6 +2,7 @@ from __future__ import annotations
 
 from thinkj.inference import SamplingParams
 from thinkj.inference.cache import CachedBackend, ResultCache, cache_key
+from thinkj.inference.failures import FailedCall
 
 
 class CountingBackend:
@@ -75,7 +76,8 @@ def test_backend_recorded_failures_are_not_stored_as_answers(tmp_path):
     backend = CachedBackend(inner, cache, tag="t")
     assert inner.cache is cache and inner.tag == "t"
     out = backend.generate([[{"role": "user", "content": "good"}], [{"role": "user", "content": "bad"}]], SamplingParams())
-    assert out == [["good#0"], [""]] and backend.failures == 1
+    # the failure it recorded comes back as a FailedCall, never as the empty stand-in text it returned
+    assert out == [["good#0"], [FailedCall("HTTP 500 after 3 attempts")]] and backend.failures == 1
     assert cache.counts() == {"results": 1, "failures": 1}
     backend.generate([[{"role": "user", "content": "bad"}]], SamplingParams())
     assert inner.calls == 3  # the failed call is retried on the next run, the finished one is not

@@ -14,6 +14,13 @@ per-pair failure counts).
 The generation budget defaults to the model profile's (``configs/models/*.yaml`` max_new_tokens, 4,096), as
 in evaluation, and the same too-long rule applies (``thinkj.inference.context``): a pair whose prompt plus
 budget exceeds the judge's context is not judged, not kept, and counted (``too_long_skipped``).
+
+A generation call that failed after the backend's retries is never a wrong answer: a pair with a failed sample is
+not judged, not kept and counted (``failed_pairs``; ``calls`` in the summary). The failure rule of
+:mod:`thinkj.inference.failures` applies: past ``max_failure_rate`` (default 0: any failed call) the outputs are
+written and :class:`~thinkj.errors.StageIncomplete` is raised (exit status 1); failed calls are not cached, so a
+rerun asks only for them. A filter that keeps nothing of a non-empty input fails the same way, with the reason:
+every pair a tie, every pair too long for the judge's context (lower the budget), or no pair judged wrong.
 """
 
 from __future__ import annotations
@@ -23,9 +30,11 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
+from thinkj.errors import StageIncomplete, ThinkJError
 from thinkj.inference.base import InferenceBackend, SamplingParams
 from thinkj.inference.cache import CachedBackend, ResultCache
 from thinkj.inference.context import PromptBudget, budget_for_backend
+from thinkj.inference.failures import CallTally, FailedCall, check_failure_rate
 from thinkj.progress import progress_bar
 from thinkj.prompts import get_template
 from thinkj.records import PreferencePair, load_pairs, write_json, write_jsonl
@@ -38,7 +47,9 @@ def judge_k_times(backend: InferenceBackend, pairs: list[PreferencePair], templa
                   strict: bool = False, chunk: int = DEFAULT_CHUNK,
                   budget: PromptBudget | None = None) -> list[list[dict[str, Any]]]:
     """For each pair, ``params.n`` judgment records (verdict, strength, correct, raw output); an empty list for
-    a pair whose prompt does not fit ``budget`` (not generated)."""
+    a pair whose prompt does not fit ``budget`` (not generated). A sample whose call failed after the backend's
+    retries is a record with ``failed`` (and its ``error``), no verdict and ``correct`` None: neither right nor
+    wrong."""
     tmpl = get_template(template)
     results: list[list[dict[str, Any]]] = []
     with progress_bar(f"difficulty ({template}, k={params.n})", total=len(pairs)) as advance:
@@ -51,10 +62,15 @@ def judge_k_times(backend: InferenceBackend, pairs: list[PreferencePair], templa
             for pair, samples in zip(batch, outputs):
                 records = []
                 for k, text in enumerate(samples):
+                    if isinstance(text, FailedCall):
+                        records.append({"item_id": pair.id, "sample": k, "gold": pair.label, "verdict": None,
+                                        "strength": None, "well_formed": False, "correct": None, "output": None,
+                                        "failed": True, "error": text.error})
+                        continue
                     verdict = parse_verdict(text, tmpl.answer, strict=strict)
                     records.append({"item_id": pair.id, "sample": k, "gold": pair.label, "verdict": verdict.choice,
                                     "strength": verdict.strength, "well_formed": verdict.well_formed,
-                                    "correct": verdict.choice == pair.label, "output": text})
+                                    "correct": verdict.choice == pair.label, "output": text, "failed": False})
                 results.append(records)
             advance(len(batch))
     return results
@@ -66,12 +82,13 @@ def run_difficulty(in_path: str | os.PathLike, out_path: str | os.PathLike, *, m
                    cache_path: str | os.PathLike | None = None, backend_kwargs: dict[str, Any] | None = None,
                    backend_obj: InferenceBackend | None = None, limit: int | None = None,
                    chunk: int = DEFAULT_CHUNK, context_length: int | None = None,
-                   budget: PromptBudget | None = None) -> dict[str, Any]:
+                   budget: PromptBudget | None = None, max_failure_rate: float = 0.0) -> dict[str, Any]:
     """Judge each pair ``k`` times; write pairs with at least ``min_failures`` failures and a summary.
 
     ``backend_obj`` passes a ready backend (tests, or a caller that judges several files with one engine);
     otherwise ``make_backend(backend, model, **backend_kwargs)``. Tie pairs cannot be judged wrong by an a/b
-    judge in a meaningful way, so they are left out and counted.
+    judge in a meaningful way, so they are left out and counted. Failed calls past ``max_failure_rate``, or an
+    output that keeps nothing, raise :class:`StageIncomplete` once the outputs are written.
     """
     from thinkj.checks import (
         check_backend_args,
@@ -81,9 +98,10 @@ def run_difficulty(in_path: str | os.PathLike, out_path: str | os.PathLike, *, m
         check_sampling,
         check_template_kind,
     )
-    from thinkj.inference import make_backend
+    from thinkj.inference import LOCAL_ENGINES, make_backend
     from thinkj.train.config import generation_budget
 
+    budget_option = "--max-new-tokens" if max_new_tokens is not None else "--max-new-tokens (the model profile's default)"
     if max_new_tokens is None:
         max_new_tokens = generation_budget()
 
@@ -95,25 +113,43 @@ def run_difficulty(in_path: str | os.PathLike, out_path: str | os.PathLike, *, m
     check_template_kind("--template", template, ("judge", "direct"))
     check_distinct_paths("--in", in_path, "--out", out_path)
     check_output_file("--out", out_path)
+    check_failure_rate(max_failure_rate)
     if backend_obj is None:
         check_backend_args(backend, backend_kwargs or {})
     pairs = load_pairs(in_path)[:limit] if limit else load_pairs(in_path)
     ties = [p for p in pairs if p.label == "tie"]
     judged = [p for p in pairs if p.label != "tie"]
+    if not judged:  # nothing could be kept: say so before any model loads
+        raise ThinkJError(f"--in {in_path}: " + (f"every one of its {len(pairs)} pairs is a tie; the difficulty "
+                                                 "filter judges a/b pairs only" if pairs else "holds no pairs"))
     params = SamplingParams(temperature=temperature, top_p=top_p, max_new_tokens=max_new_tokens, n=k, seed=seed)
+    if backend_obj is None:
+        if backend in LOCAL_ENGINES:  # a missing model says so, before its tokenizer is asked for the budget
+            from thinkj.inference.identity import check_model_source
+            from thinkj.models import resolve_model
+
+            check_model_source(str(resolve_model(model)), (backend_kwargs or {}).get("revision"))
+        if budget is None:
+            budget = budget_for_backend(backend, model, backend_kwargs or {}, context_length=context_length)
+    if budget is not None and max_new_tokens >= budget.context_length:  # before the model loads
+        raise ThinkJError(_too_long(budget_option, max_new_tokens, budget.context_length, len(judged)))
     engine = backend_obj or make_backend(backend, model, **(backend_kwargs or {}))  # a bad model fails before any write
     out_path.parent.mkdir(parents=True, exist_ok=True)
     cache = ResultCache(cache_path or out_path.with_suffix(".cache.sqlite"))
-    if budget is None and backend_obj is None:
-        budget = budget_for_backend(backend, model, backend_kwargs or {}, context_length=context_length)
     cached = CachedBackend(engine, cache, tag=template)
     try:
-        per_pair = judge_k_times(cached, judged, template, params, strict=strict, chunk=chunk,
-                                 budget=budget) if judged else []
+        per_pair = judge_k_times(cached, judged, template, params, strict=strict, chunk=chunk, budget=budget)
     finally:
         cache.close()
+    calls = CallTally()
+    for recs in per_pair:
+        for r in recs:
+            calls.record(r["failed"], r.get("error"))
+    all_records = [r for recs in per_pair for r in recs]
     too_long = [p.id for p, recs in zip(judged, per_pair) if not recs]
-    fitted = [(p, recs) for p, recs in zip(judged, per_pair) if recs]
+    failed_pairs = [p.id for p, recs in zip(judged, per_pair) if any(r["failed"] for r in recs)]
+    # a pair with a failed sample is not judged: its right/wrong count would differ from a run where the call answered
+    fitted = [(p, recs) for p, recs in zip(judged, per_pair) if recs and not any(r["failed"] for r in recs)]
     judged, per_pair = [p for p, _ in fitted], [recs for _, recs in fitted]
     failures = {p.id: sum(not r["correct"] for r in recs) for p, recs in zip(judged, per_pair)}
     unparsable = sum(r["verdict"] == "none" for recs in per_pair for r in recs)
@@ -124,11 +160,12 @@ def run_difficulty(in_path: str | os.PathLike, out_path: str | os.PathLike, *, m
             kept.append(PreferencePair(pair.id, pair.source, pair.messages, pair.response_a, pair.response_b,
                                        pair.label, pair.strength, meta))
     write_jsonl(out_path, kept)
-    write_jsonl(out_path.with_suffix(".judgments.jsonl"), (r for recs in per_pair for r in recs))
+    write_jsonl(out_path.with_suffix(".judgments.jsonl"), all_records)
     histogram = Counter(failures.values())
     summary = {
         "stage": "difficulty", "input": str(in_path), "output": str(out_path), "n_in": len(pairs), "n_out": len(kept),
-        "ties_skipped": len(ties), "too_long_skipped": len(too_long),
+        "ties_skipped": len(ties), "too_long_skipped": len(too_long), "failed_pairs": len(failed_pairs),
+        "calls": {**calls.summary(), "max_failure_rate": max_failure_rate},
         "k": k, "min_failures": min_failures, "model": engine.name, "backend": backend,
         "template": template, "sampling": params.to_dict(), "strict": strict,
         "samples": sum(len(r) for r in per_pair), "unparsable_samples": unparsable,
@@ -138,4 +175,29 @@ def run_difficulty(in_path: str | os.PathLike, out_path: str | os.PathLike, *, m
         "failures_per_pair": failures,
     }
     write_json(out_path.with_suffix(".summary.json"), summary)
+    calls.check(str(out_path), max_failure_rate, written=f"{len(kept)} kept pairs, the judgments and the summary "
+                                                        "are written; a pair with a failed call is not kept.")
+    if not kept:
+        raise StageIncomplete(f"{out_path}: kept no pair of {len(pairs)}: " + _why_empty(
+            summary, budget_option, max_new_tokens, budget.context_length if budget is not None else None))
     return summary
+
+
+def _too_long(option: str, max_new_tokens: int, context: int, n: int) -> str:
+    return (f"{option} {max_new_tokens}: every one of the {n} pairs is too long for the model's context "
+            f"({context} tokens), the generation budget alone filling it or more: lower --max-new-tokens "
+            "(or pass --context-length when the judge's real context is longer)")
+
+
+def _why_empty(summary: dict[str, Any], option: str, max_new_tokens: int, context: int | None) -> str:
+    """Why a filter kept nothing: nothing fitted, nothing was judged, or no pair was judged wrong often enough."""
+    if summary["too_long_skipped"] and not summary["failed_pairs"] and not summary["samples"]:
+        return (f"every pair was too long for the model's context ({context} tokens) with {option} {max_new_tokens} "
+                f"({summary['ties_skipped']} ties left out): lower --max-new-tokens")
+    if not summary["samples"]:
+        return (f"no pair was judged ({summary['too_long_skipped']} too long for the context, "
+                f"{summary['failed_pairs']} with failed calls, {summary['ties_skipped']} ties)")
+    return (f"none of the {len(summary['failures_per_pair'])} judged pairs was judged wrong in at least "
+            f"--min-failures {summary['min_failures']} of its {summary['k']} samples (sample accuracy "
+            f"{summary['sample_accuracy']:.0%}): the output is empty; lower --min-failures or sample at a higher "
+            "--temperature")

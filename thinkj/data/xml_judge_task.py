@@ -99,10 +99,16 @@ def model_corruption(backend: Any, params: Any = None, instruction: str = MODEL_
     sampling = params or SamplingParams(temperature=0.7, max_new_tokens=1024)
 
     def model_rewrite(text: str, rng: random.Random) -> str | None:
+        from thinkj.errors import StageIncomplete
+        from thinkj.inference.failures import FailedCall
+
         outs = backend.generate([[{"role": "user", "content": instruction + text}]],
                                 dataclasses.replace(sampling, seed=rng.randrange(2 ** 31)))
-        out = outs[0][0].strip() if outs and outs[0] else ""
-        return out or None
+        out = outs[0][0] if outs and outs[0] else ""
+        if isinstance(out, FailedCall):  # a failed call is not "no corruption": the task set would silently change
+            raise StageIncomplete(f"corruption model {getattr(backend, 'name', backend)!r}: call failed after "
+                                  f"retries ({' '.join(out.error.split())[:200]}); rerun once it answers")
+        return out.strip() or None
 
     return model_rewrite
 

@@ -29,6 +29,8 @@ app = typer.Typer(add_completion=False, no_args_is_help=True,
 
 BENCH_HELP = "rewardbench | rmbench | autoj | synthetic | rewardbench2 | judgebench (thinkj.evaluation.registry)"
 HALF_HELP = "score a verdict naming neither response (unparsable, tie) 0.5 instead of 0, as RewardBench does"
+FAILURE_HELP = ("share of generation calls that may fail after retries (server down, 5xx, garbage, timeout) with "
+                "exit status 0; the results are incomplete either way")
 
 
 def _pairs(values: list[str] | None, what: str) -> dict[str, object]:
@@ -75,15 +77,21 @@ def run(benchmark: str = typer.Argument(..., help=BENCH_HELP),
         backend_arg: list[str] = typer.Option(None, help="extra backend arguments key=value (e.g. tensor_parallel_size=4)"),
         chunk: int = typer.Option(256, help="pairs per generate call (each finished chunk is cached)"),
         protocol: str = typer.Option("single", help="single | pair"),
-        unparsed_half: bool = typer.Option(False, help=HALF_HELP)) -> None:
-    """Judge BENCHMARK in both orders, write judgment records and results JSON (resumable)."""
+        unparsed_half: bool = typer.Option(False, help=HALF_HELP),
+        max_failure_rate: float = typer.Option(0.0, help=FAILURE_HELP)) -> None:
+    """Judge BENCHMARK in both orders, write judgment records and results JSON (resumable).
+
+    A generation call that fails after the backend's retries is never an answer: the results count it and are
+    incomplete, and past --max-failure-rate (default 0: any) the command exits 1; a rerun asks only for them."""
     from thinkj.checks import check_backend_args, check_output_dir, check_range, check_sampling, check_template_kind
     from thinkj.evaluation.run import EvalConfig, run_eval
     from thinkj.inference.base import SamplingParams
+    from thinkj.inference.failures import check_failure_rate
     from thinkj.inference.identity import check_model_source
     from thinkj.train.config import generation_budget
 
     check_sampling(temperature, top_p, max_new_tokens)  # one line naming the option, before any model loads
+    check_failure_rate(max_failure_rate)
     for option, value in (("--limit", limit), ("--chunk", chunk), ("--batch-size", batch_size)):
         check_range(option, value, low=1)
     from thinkj.evaluation.registry import get_benchmark
@@ -102,7 +110,7 @@ def run(benchmark: str = typer.Argument(..., help=BENCH_HELP),
     cfg = EvalConfig(benchmark, model, backend, template, data, split, limit, out,
                      SamplingParams(temperature=temperature, top_p=top_p, max_new_tokens=max_new_tokens, seed=seed),
                      {k: str(v) for k, v in _pairs(tag, "--tag").items()}, protocol, unparsed_half, chunk, kwargs,
-                     context_length, tokenizer)
+                     context_length, tokenizer, max_failure_rate=max_failure_rate)
     path = run_eval(cfg)
     document = json.loads(path.read_text())
     typer.echo(json.dumps(document["metrics"]))
@@ -117,7 +125,9 @@ def score_cmd(benchmark: str = typer.Argument(..., help=BENCH_HELP),
               judgments: Path = typer.Argument(..., exists=True, dir_okay=False, help="judgment records JSONL"),
               protocol: str = typer.Option("single", help="single | pair"),
               unparsed_half: bool = typer.Option(False, help=HALF_HELP)) -> None:
-    """Recompute metrics from judgment records alone; prints one JSON object."""
+    """Recompute metrics from judgment records alone; prints one JSON object (failed calls make it incomplete)."""
+    from thinkj.evaluation.failed_calls import with_failed_calls
     from thinkj.evaluation.registry import read_judgments, score
 
-    typer.echo(json.dumps(score(benchmark, read_judgments(benchmark, judgments), protocol, unparsed_half)))
+    records = read_judgments(benchmark, judgments)
+    typer.echo(json.dumps(with_failed_calls(score(benchmark, records, protocol, unparsed_half), records)))

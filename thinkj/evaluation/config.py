@@ -32,3 +32,4 @@ class EvalConfig:
     backend_kwargs: dict[str, Any] = field(default_factory=dict)
     context_length: int | None = None  # prompt + budget must fit; default: max_model_len or the model's config
     tokenizer: str | None = None  # to count prompt tokens when the model is a name only a server knows
+    max_failure_rate: float = 0.0  # share of failed generation calls a run may have and still exit 0 (never complete)

@@ -25,10 +25,12 @@ from typing import Any
 
 from thinkj.errors import ThinkJError
 from thinkj.evaluation.config import SCALAR_BACKEND, EvalConfig
+from thinkj.evaluation.failed_calls import check_failed_calls, with_failed_calls
 from thinkj.evaluation.results import results_document, write_results
 from thinkj.evaluation.rewardbench2 import HUB_NAME, LETTERS, Item, load_items, score_records
-from thinkj.inference.base import InferenceBackend, Messages, SamplingParams
+from thinkj.inference.base import InferenceBackend, Messages, Output, SamplingParams
 from thinkj.inference.cache import CachedBackend, ResultCache, cache_key
+from thinkj.inference.failures import FailedCall, check_failure_rate
 from thinkj.inference.lazy import LazyBackend
 from thinkj.progress import progress_bar
 from thinkj.records import PreferencePair, write_jsonl
@@ -96,8 +98,8 @@ def arranged(item: Item, where: int) -> list[str]:
 
 
 def _generate(backend: CachedBackend, conversations: list[Messages], params: SamplingParams, chunk: int,
-              label: str) -> list[str]:
-    outputs: list[str] = []
+              label: str) -> list[Output]:
+    outputs: list[Output] = []
     with progress_bar(f"judge rewardbench2 {label} (chunks of {chunk})", total=len(conversations)) as advance:
         for start in range(0, len(conversations), chunk):
             part = conversations[start:start + chunk]
@@ -108,6 +110,13 @@ def _generate(backend: CachedBackend, conversations: list[Messages], params: Sam
 
 def _base(item: Item, mode: str) -> dict[str, Any]:
     return {"benchmark": BENCHMARK, "item_id": item.id, "subset": item.subset, "mode": mode}
+
+
+def _output(text: Output) -> dict[str, Any]:
+    """A record's output; a call that failed after retries is ``failed`` with its error, never a parsed answer."""
+    if isinstance(text, FailedCall):
+        return {"failed": True, "error": text.error, "output": None}
+    return {"failed": False, "output": text}
 
 
 def generative_records(backend: InferenceBackend, items: list[Item], mode: str, template: str,
@@ -123,14 +132,16 @@ def generative_records(backend: InferenceBackend, items: list[Item], mode: str, 
         outputs = _generate(cached, [four_way_messages(it.prompt, arranged(it, k)) for it, k in zip(four, places)],
                             params, chunk, "4-way")
         for it, k, text in zip(four, places, outputs):
-            records.append({**_base(it, "four"), "placement": k, "choice": parse_four_way(text), "output": text, **meta})
+            choice = None if isinstance(text, FailedCall) else parse_four_way(text)
+            records.append({**_base(it, "four"), "placement": k, "choice": choice, **_output(text), **meta})
     rated = [(it, i) for it in items if not (mode == "four" and it.subset != "Ties") for i in range(len(it.responses))]
     if rated:
         outputs = _generate(cached, [rating_messages(it.prompt, it.responses[i], it.subset == "Ties")
                                      for it, i in rated], params, chunk, "ratings")
         for (it, i), text in zip(rated, outputs):
+            rating = None if isinstance(text, FailedCall) else parse_rating(text)
             records.append({**_base(it, "ratings"), "response": i, "n_responses": len(it.responses),
-                            "num_correct": it.num_correct, "rating": parse_rating(text), "output": text, **meta})
+                            "num_correct": it.num_correct, "rating": rating, **_output(text), **meta})
     return records
 
 
@@ -192,6 +203,7 @@ def run_rewardbench2(cfg: EvalConfig, *, backend: InferenceBackend | None = None
     """Judge, record, score RewardBench 2; returns the results path."""
     if cfg.protocol != "single" or cfg.unparsed_half:  # before any model loads
         raise ThinkJError("rewardbench2 has its own official rules: --protocol and --unparsed-half do not apply")
+    check_failure_rate(cfg.max_failure_rate)
     items = load_items(cfg.data, cfg.split, cfg.limit)
     out = Path(cfg.out_dir)
     out.mkdir(parents=True, exist_ok=True)
@@ -215,6 +227,8 @@ def run_rewardbench2(cfg: EvalConfig, *, backend: InferenceBackend | None = None
     finally:
         cache.close()
     write_jsonl(out / f"{BENCHMARK}.judgments.jsonl", records)
-    metrics = score_records(records)
+    metrics = with_failed_calls(score_records(records), records)
     source = cfg.data if cfg.data is not None else HUB_NAME
-    return write_results(out, results_document(cfg, metrics, source, len(items)))
+    path = write_results(out, results_document(cfg, metrics, source, len(items)))
+    check_failed_calls(cfg, records, path)
+    return path

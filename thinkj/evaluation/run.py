@@ -2,8 +2,15 @@
 
 Outputs in ``out_dir``: ``<bench>.judgments.jsonl`` (one record per comparison and order),
 ``<bench>.results.json`` (metrics + tags + provenance, the contract ``thinkj tables`` reads) and
-``cache.sqlite`` (every finished generation; a killed run resumes from it and recomputes nothing).
+``cache.sqlite`` (every successful generation; a killed run resumes from it and recomputes nothing).
 A benchmark with a runner of its own (:mod:`thinkj.evaluation.registry`) is handed to it.
+
+A generation call that failed after the backend's retries (a server that is down, answers 5xx or garbage, or
+hangs) is never an answer: it is not cached, its record says ``failed`` (no verdict), the metrics count it
+(``n_failed_calls``) and name it in ``missing``, so the results are never ``complete``. Past
+``max_failure_rate`` (default 0: any failed call; :mod:`thinkj.inference.failures`) the records and the
+incomplete results are still written and :class:`~thinkj.errors.StageIncomplete` is raised (exit status 1).
+A rerun asks only for the failed calls and then gives the same numbers as a fresh run.
 """
 
 from __future__ import annotations
@@ -14,10 +21,12 @@ from typing import Any
 
 from thinkj.evaluation import results
 from thinkj.evaluation.config import SCALAR_BACKEND, EvalConfig
+from thinkj.evaluation.failed_calls import check_failed_calls, with_failed_calls
 from thinkj.evaluation.registry import get_benchmark, load_benchmark, score
 from thinkj.inference.base import InferenceBackend
 from thinkj.inference.cache import CachedBackend, ResultCache
 from thinkj.inference.context import PromptBudget, budget_for_backend
+from thinkj.inference.failures import check_failure_rate
 from thinkj.inference.lazy import LazyBackend
 from thinkj.judging import judge_both_orders
 from thinkj.progress import progress_bar
@@ -54,7 +63,7 @@ def results_document(cfg: EvalConfig, records: list[dict[str, Any]], source: str
                      scorer_kind: str | None = None) -> dict[str, Any]:
     """Score pair judgment records and wrap the metrics with tags and provenance."""
     n_items = len({str(r["item_id"]) for r in records})
-    metrics = score(cfg.benchmark, records, cfg.protocol, cfg.unparsed_half)
+    metrics = with_failed_calls(score(cfg.benchmark, records, cfg.protocol, cfg.unparsed_half), records)
     return results.results_document(cfg, metrics, source, n_items, scorer_kind)
 
 
@@ -62,8 +71,9 @@ def run_eval(cfg: EvalConfig, *, backend: InferenceBackend | None = None,
              pairs: list[PreferencePair] | None = None, budget: PromptBudget | None = None) -> Path:
     """Judge, record, score; returns the results JSON path. ``backend``/``pairs``/``budget`` let callers reuse
     loaded ones; without a ``budget`` the named backend's is built (tokenizer + context length)."""
+    check_failure_rate(cfg.max_failure_rate)
     bench = get_benchmark(cfg.benchmark)
-    if bench.run is not None:  # items that are not pairs (RewardBench 2): its own runner and records
+    if bench.run is not None:  # items that are not pairs (RewardBench 2): its own runner, records and failure rule
         return bench.run(cfg, backend=backend)
     source = cfg.data if cfg.data is not None else bench.default_source
     if pairs is None:
@@ -92,4 +102,6 @@ def run_eval(cfg: EvalConfig, *, backend: InferenceBackend | None = None,
     finally:
         cache.close()
     write_jsonl(out / f"{cfg.benchmark}.judgments.jsonl", records)
-    return results.write_results(out, results_document(cfg, records, source, scorer_kind))
+    path = results.write_results(out, results_document(cfg, records, source, scorer_kind))
+    check_failed_calls(cfg, records, path)
+    return path

@@ -1,8 +1,10 @@
 """The inference-backend interface: a batch of conversations in, ``n`` completions per conversation out.
 
 Backends (HF transformers here; vLLM and OpenAI-compatible HTTP alongside) all take chat messages
-and :class:`SamplingParams` and return ``list[list[str]]`` aligned with the input. Callers batch
-everything they have in one call; a backend chunks internally and reports progress.
+and :class:`SamplingParams` and return ``list[list[str | FailedCall]]`` aligned with the input: the completion
+text, or a :class:`~thinkj.inference.failures.FailedCall` for a call that failed after the backend's retries
+(only a server backend fails single calls). Callers batch everything they have in one call; a backend chunks
+internally and reports progress.
 """
 
 from __future__ import annotations
@@ -10,7 +12,10 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import Protocol, runtime_checkable
 
+from thinkj.inference.failures import FailedCall
+
 Messages = list[dict[str, str]]
+Output = str | FailedCall  # one sample: its text, or the recorded failure of its call
 
 
 @dataclass(frozen=True)
@@ -29,6 +34,6 @@ class SamplingParams:
 class InferenceBackend(Protocol):
     name: str  # model identifier recorded in outputs
 
-    def generate(self, conversations: list[Messages], params: SamplingParams) -> list[list[str]]:
-        """Return ``params.n`` completions for each conversation, in input order."""
+    def generate(self, conversations: list[Messages], params: SamplingParams) -> list[list[Output]]:
+        """Return ``params.n`` completions (or failed calls) for each conversation, in input order."""
         ...

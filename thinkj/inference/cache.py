@@ -3,7 +3,9 @@
 Each completion is stored under a key made of (model identity, template tag, messages, sampling params
 without ``n``, sample index): asking for 8 samples after 4 were cached generates only what is missing. The
 store is SQLite in WAL mode, written one row per finished call, so a kill loses at most calls in
-flight. Failures are recorded too (with the error text), never silently dropped.
+flight. Only successful generations are results: a call that failed after the backend's retries
+(:class:`~thinkj.inference.failures.FailedCall`) is kept in the failures table with its error text, is never
+served as an answer, and is asked again by the next run.
 
 The model identity (:func:`thinkj.inference.identity.model_identity`) is the model's fingerprint, not its
 path: a model retrained into the same folder is judged again, never served the old model's answers. A backend
@@ -23,7 +25,8 @@ import threading
 from dataclasses import replace
 from pathlib import Path
 
-from thinkj.inference.base import InferenceBackend, Messages, SamplingParams
+from thinkj.inference.base import InferenceBackend, Messages, Output, SamplingParams
+from thinkj.inference.failures import FailedCall
 from thinkj.inference.identity import model_identity
 
 
@@ -57,6 +60,8 @@ class ResultCache:
         return None if row is None or row[0] is None else json.loads(row[0])
 
     def put(self, key: str, text: str, extra: dict | None = None) -> None:
+        if not isinstance(text, str):  # a failed call is put_failure's, never a result
+            raise TypeError(f"a cached result is text, got {type(text).__name__}")
         with self._lock:
             self._db.execute("INSERT OR REPLACE INTO results VALUES (?, ?, ?)",
                              (key, text, None if extra is None else json.dumps(extra, ensure_ascii=False)))
@@ -89,7 +94,7 @@ class CachedBackend:
         self.backend, self.cache, self.tag = backend, cache, tag
         self.name = backend.name
         self.hits = self.misses = self.failures = 0
-        records_itself = hasattr(backend, "cache")
+        self.records_itself = records_itself = hasattr(backend, "cache")
         # A backend that keys its own records (HTTP: a served model name) is keyed on that name, so the keys agree.
         self.identity = identity or (backend.name if records_itself else
                                      model_identity(backend.name, getattr(backend, "revision", None)))
@@ -97,13 +102,21 @@ class CachedBackend:
         if precision and identity is None:
             self.identity += f"|{precision}"
         if getattr(backend, "cache", ...) is None:
-            # A backend that records per-call results and failures itself (the HTTP client) shares our cache, so a
-            # call that failed after its retries stays a recorded failure instead of a stored empty answer.
+            # A backend that records per-call results and failures itself (the HTTP client) shares our cache, so
+            # each call is stored the moment it finishes and a killed run loses only the calls in flight.
             backend.cache, backend.tag = cache, tag
+        # A backend that stores its calls in our cache in its own form (the HTTP client keeps reasoning apart from the
+        # answer) reads them back as its generate returned them, so a rerun sees the text a fresh run sees.
+        self._stored = getattr(backend, "stored_output", None) if getattr(backend, "cache", None) is cache else None
 
-    def generate(self, conversations: list[Messages], params: SamplingParams) -> list[list[str]]:
+    def _get(self, key: str) -> str | None:
+        return self._stored(key) if self._stored is not None else self.cache.get(key)
+
+    def generate(self, conversations: list[Messages], params: SamplingParams) -> list[list[Output]]:
+        """Cached texts, fresh texts (stored as they come) and, for calls that failed after the backend's retries,
+        :class:`FailedCall` values: recorded in the failures table, never stored as results."""
         keys = [[cache_key(self.identity, self.tag, conv, params, k) for k in range(params.n)] for conv in conversations]
-        results: list[list[str | None]] = [[self.cache.get(k) for k in row] for row in keys]
+        results: list[list[Output | None]] = [[self._get(k) for k in row] for row in keys]
         todo = [i for i, row in enumerate(results) if any(text is None for text in row)]
         self.hits += sum(t is not None for row in results for t in row)
         if todo:
@@ -114,12 +127,21 @@ class CachedBackend:
                 for k, text in enumerate(samples):
                     if results[i][k] is not None:
                         continue
-                    if self.cache.failure(keys[i][k]) is not None:
-                        self.failures += 1  # recorded by the backend; a rerun retries it
-                        results[i][k] = ""
+                    if isinstance(text, FailedCall):
+                        self.failures += 1
+                        self.cache.put_failure(keys[i][k], text.error, text.attempts)
+                        results[i][k] = text
+                        continue
+                    if not isinstance(text, str):
+                        raise TypeError(f"backend {self.name!r} returned {type(text).__name__}, not text or FailedCall")
+                    error = self.cache.failure(keys[i][k]) if self.records_itself and self.cache.get(keys[i][k]) is None \
+                        else None
+                    if error is not None:  # a backend that records its own failures and returned a stand-in text
+                        self.failures += 1
+                        results[i][k] = FailedCall(error)
                         continue
                     if self.cache.get(keys[i][k]) is None:
                         self.cache.put(keys[i][k], text)
                     results[i][k] = text
                     self.misses += 1
-        return [[t or "" for t in row] for row in results]
+        return results  # type: ignore[return-value]

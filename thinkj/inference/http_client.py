@@ -9,10 +9,15 @@
 Requests run on an asyncio loop with at most ``max_concurrency`` in flight. A request is retried with
 exponential back-off and jitter on 408/409/425/429/5xx, timeouts, dropped connections and bodies that are
 not the expected JSON; ``Retry-After`` is honoured when the server sends it. Other 4xx fail at once.
-Each finished call is written to the :class:`ResultCache` the moment it completes; a call that exhausts
-its retries is recorded with ``put_failure``. So every (conversation, sample) ends with exactly one stored
-result or one recorded failure, a killed run loses only calls in flight, and a rerun asks only for what
-is missing (recorded failures are retried).
+A 200 whose body is not a chat completion (no ``choices[0].message.content``, content that is not text, or
+null content with no reasoning) is malformed too; an empty string is an (empty) answer.
+
+Each finished call is written to the :class:`ResultCache` the moment it completes; a call that exhausts its
+retries is recorded with ``put_failure`` and is never a stored answer. So every (conversation, sample) ends
+with exactly one stored result or one recorded failure, a killed run loses only calls in flight, and a rerun
+asks only for what is missing (recorded failures are retried). ``generate`` returns a
+:class:`~thinkj.inference.failures.FailedCall` for a failed call (the rule stages apply to failed calls is in
+:mod:`thinkj.inference.failures`).
 
 The API key is read from the environment variable named by ``api_key_env`` when the backend is built and
 is only ever placed in the Authorization header: never in reprs, logs, error texts or the cache.
@@ -31,8 +36,9 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from thinkj.inference.base import Messages, SamplingParams
+from thinkj.inference.base import Messages, Output, SamplingParams
 from thinkj.inference.cache import ResultCache, cache_key
+from thinkj.inference.failures import FailedCall
 from thinkj.progress import progress_bar
 
 log = logging.getLogger(__name__)
@@ -60,6 +66,20 @@ class ChatResult:
         if not self.reasoning:
             return self.content
         return f"{OPEN}\n{self.reasoning.strip()}\n{CLOSE}\n{self.content.strip()}"
+
+
+def chat_message(data: Any) -> dict[str, Any]:
+    """The first choice's message of a chat-completion body; TypeError / KeyError for anything else, so a server
+    answering garbage with status 200 is a failed call, never an empty answer."""
+    message = data["choices"][0]["message"]
+    if not isinstance(message, dict) or "content" not in message:
+        raise KeyError("choices[0].message.content")
+    for name in ("content", "reasoning_content", "reasoning"):
+        if message.get(name) is not None and not isinstance(message[name], str):
+            raise TypeError(f"choices[0].message.{name} is {type(message[name]).__name__}, not text")
+    if message["content"] is None and not (message.get("reasoning_content") or message.get("reasoning")):
+        raise KeyError("choices[0].message.content is null and no reasoning came with it")  # no text at all
+    return message
 
 
 def split_reasoning(message: dict[str, Any]) -> tuple[str, str]:
@@ -131,15 +151,12 @@ class OpenAIChatBackend:
                 f"max_concurrency={self.max_concurrency})")
 
     # -- public API -------------------------------------------------------------------------------------------
-    def generate(self, conversations: list[Messages], params: SamplingParams) -> list[list[str]]:
-        """The backend protocol: ``params.n`` texts per conversation ("" for calls that failed)."""
+    def generate(self, conversations: list[Messages], params: SamplingParams) -> list[list[Output]]:
+        """The backend protocol: ``params.n`` texts per conversation, a :class:`FailedCall` for each call that
+        failed after its retries (never an empty text standing in for an answer)."""
         results = self.chat_many(conversations, params)
-        failed = sum(not r.ok for row in results for r in row)
-        if failed and self.cache is None:
-            # An outer CachedBackend would store these "" as finished: give this backend the cache itself instead.
-            log.warning("%d of %d calls failed after retries and are returned as empty text", failed,
-                        sum(len(row) for row in results))
-        return [[(r.full_text() if self.join_reasoning else r.content) if r.ok else "" for r in row] for row in results]
+        return [[((r.full_text() if self.join_reasoning else r.content) if r.ok
+                  else FailedCall(r.error or "failed", r.attempts)) for r in row] for row in results]
 
     def chat_many(self, conversations: list[Messages], params: SamplingParams) -> list[list[ChatResult]]:
         """Synchronous wrapper: runs the event loop (in a helper thread when one is already running here)."""
@@ -164,6 +181,15 @@ class OpenAIChatBackend:
 
     def key(self, messages: Messages, params: SamplingParams, sample: int) -> str:
         return cache_key(self.name, self.tag, messages, params, sample)
+
+    def stored_output(self, key: str) -> str | None:
+        """What ``generate`` returns for the call stored under ``key`` in this backend's cache, or None: the stored
+        answer with its reasoning joined back as ``generate`` joins it (the cache keeps the two apart)."""
+        text = self.cache.get(key) if self.cache is not None else None
+        if text is None or not self.join_reasoning:
+            return text
+        extra = self.cache.get_extra(key) or {}
+        return ChatResult(text, extra.get("reasoning", "")).full_text()
 
     async def achat_many(self, conversations: list[Messages], params: SamplingParams) -> list[list[ChatResult]]:
         import aiohttp
@@ -243,9 +269,9 @@ class OpenAIChatBackend:
                         raise _Fatal(f"HTTP {response.status}: {text[:300]}")
                     try:
                         data = json.loads(text)
-                        message = data["choices"][0]["message"]
+                        message = chat_message(data)
                     except (ValueError, KeyError, IndexError, TypeError) as err:
-                        raise _Retryable(f"malformed response body ({type(err).__name__}): {text[:120]!r}") from None
+                        raise _Retryable(f"malformed response body ({type(err).__name__}: {err}): {text[:120]!r}") from None
                     reasoning, content = split_reasoning(message)
                     return ChatResult(content, reasoning, data.get("usage") or {}, attempts=attempt + 1)
             except _Fatal as err:

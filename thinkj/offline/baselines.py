@@ -18,6 +18,7 @@ from collections import Counter
 from collections.abc import Callable, Iterable
 
 from thinkj.inference.base import InferenceBackend, Messages, SamplingParams
+from thinkj.inference.failures import CallTally, FailedCall
 from thinkj.prompts import get_template, judge_output, verdict_sentence
 from thinkj.records import PreferencePair
 from thinkj.verdict import parse_verdict
@@ -46,8 +47,12 @@ def bt_examples(pairs: Iterable[PreferencePair]) -> list[tuple[Messages, str, st
 
 def rejection_sampling_examples(pairs: list[PreferencePair], backend: InferenceBackend, *, n: int = 8,
                                 params: SamplingParams | None = None, template: str = "judge_strength_v2",
-                                per_item: int = 1) -> tuple[list[tuple[Messages, str]], dict[str, int]]:
-    """SFT w/ CoT: keep up to ``per_item`` right, well-formed traces of ``n`` samples per comparison."""
+                                per_item: int = 1, calls: CallTally | None = None
+                                ) -> tuple[list[tuple[Messages, str]], dict[str, int]]:
+    """SFT w/ CoT: keep up to ``per_item`` right, well-formed traces of ``n`` samples per comparison.
+
+    A comparison with a call that failed after the backend's retries is skipped and counted (``failed_calls``),
+    never searched for right traces among the answered samples; ``calls`` (when given) counts every call."""
     if params is None:  # the main base model's profile budget, as for evaluation and the difficulty filter
         from thinkj.train.config import generation_budget
 
@@ -56,8 +61,14 @@ def rejection_sampling_examples(pairs: list[PreferencePair], backend: InferenceB
     decided = _decided(pairs)
     prompts = [tmpl.render(p) for p in decided]
     outputs = backend.generate(prompts, params) if prompts else []
+    tally = calls if calls is not None else CallTally()
+    tally.add(outputs)
     examples, counts = [], Counter(comparisons=len(decided), ties_skipped=len(pairs) - len(decided))
+    counts["failed_calls"] = sum(isinstance(t, FailedCall) for samples in outputs for t in samples)
     for pair, prompt, samples in zip(decided, prompts, outputs):
+        if any(isinstance(t, FailedCall) for t in samples):
+            counts["items with a failed call"] += 1
+            continue
         kept = [t for t in samples
                 if (v := parse_verdict(t, tmpl.answer, strict=True)).choice == pair.label and v.well_formed][:per_item]
         counts["samples"] += len(samples)

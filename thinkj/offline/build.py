@@ -5,6 +5,11 @@ directory, so an interrupted build resumes and a finished one reruns for free. T
 model profile's ``max_new_tokens`` (``configs/models/<profile>.yaml``, as for evaluation and the difficulty
 filter) unless ``max_new_tokens`` is given.
 
+A call that failed after the backend's retries (a server backend) drops its comparison, is counted in the summary
+(``calls``) and is not cached; past ``max_failure_rate`` (default 0: any failed call; every call failing always
+counts) the dataset and summary are written and :class:`~thinkj.errors.StageIncomplete` is raised (exit 1), and
+rerunning the same command asks only for the failed calls (:mod:`thinkj.inference.failures`).
+
     thinkj train critic-pairs --pairs runs/x/synthetic_data/train.jsonl --judge runs/x/sft/judge_sft \\
         --critic runs/x/sft/critic_sft --out runs/x/offline/iter_1/data --backend hf
     thinkj train sampling-pairs --pairs train.jsonl --judge runs/x/sft/judge_sft --out runs/x/offline_sampling -n 8
@@ -19,6 +24,7 @@ from typing import Any
 
 from thinkj.inference import InferenceBackend, SamplingParams, make_backend
 from thinkj.inference.cache import CachedBackend, ResultCache
+from thinkj.inference.failures import CallTally, check_failure_rate
 from thinkj.offline.critic_pairs import CRITIC_TEMPLATE, JUDGE_TEMPLATE, critic_guided_pairs, sampling_pairs
 from thinkj.records import PreferencePair, load_pairs, write_json
 
@@ -51,9 +57,10 @@ def build_critic_pairs(pairs: str | Path | list[PreferencePair], judge_model: st
                        orders: tuple[str, ...] = ("original",), max_new_tokens: int | None = None,
                        profile: str | Path | None = None, critic_samples: int = 1, critic_temperature: float = 0.0, seed: int = 0,
                        backend_kwargs: dict[str, Any] | None = None, judge_template: str = JUDGE_TEMPLATE,
-                       critic_template: str = CRITIC_TEMPLATE) -> dict[str, Any]:
+                       critic_template: str = CRITIC_TEMPLATE, max_failure_rate: float = 0.0) -> dict[str, Any]:
     """Judge + critic inference, pairing, and the LlamaFactory dataset in ``out_dir``; returns the summary."""
     out = Path(out_dir)
+    check_failure_rate(max_failure_rate)
     max_new_tokens = _budget(max_new_tokens, profile)
     cache = ResultCache(out / "cache.sqlite")
     kwargs = backend_kwargs or {}
@@ -72,16 +79,23 @@ def build_critic_pairs(pairs: str | Path | list[PreferencePair], judge_model: st
     summary["cache"] = {"hits": judge.hits + critic.hits, "generated": judge.misses + critic.misses}
     write_json(out / "summary.json", summary)
     cache.close()
+    _check_calls(result.calls, out, max_failure_rate, summary["pairs"])
     return summary
+
+
+def _check_calls(calls: CallTally, out: Path, max_failure_rate: float, kept: int) -> None:
+    calls.check(str(out), max_failure_rate, written=f"The {kept} pairs built from the calls that answered and "
+                                                    "the summary are written.")
 
 
 def build_sampling_pairs(pairs: str | Path | list[PreferencePair], judge_model: str | Path, out_dir: str | Path, *,
                          backend: Backend = "hf", n: int = 8, temperature: float = 1.0, dataset: str = SAMPLING_DATASET,
                          limit: int | None = None, orders: tuple[str, ...] = ("original",),
                          max_new_tokens: int | None = None, profile: str | Path | None = None, seed: int = 0,
-                         backend_kwargs: dict[str, Any] | None = None) -> dict[str, Any]:
+                         backend_kwargs: dict[str, Any] | None = None, max_failure_rate: float = 0.0) -> dict[str, Any]:
     """The "offline (Sampling)" baseline's dataset: right vs wrong among ``n`` sampled judge traces."""
     out = Path(out_dir)
+    check_failure_rate(max_failure_rate)
     max_new_tokens = _budget(max_new_tokens, profile)
     cache = ResultCache(out / "cache.sqlite")
     judge = cached_backend(backend, judge_model, cache, JUDGE_TEMPLATE, **(backend_kwargs or {}))
@@ -89,6 +103,7 @@ def build_sampling_pairs(pairs: str | Path | list[PreferencePair], judge_model: 
                             params=SamplingParams(temperature=temperature, max_new_tokens=max_new_tokens, n=n, seed=seed))
     summary = result.write(out, dataset)
     cache.close()
+    _check_calls(result.calls, out, max_failure_rate, summary["pairs"])
     return summary
 
 
@@ -96,24 +111,30 @@ def build_baseline_data(pairs: str | Path | list[PreferencePair], out_dir: str |
                         backend: Backend = "hf", n: int = 8, temperature: float = 1.0,
                         max_new_tokens: int | None = None, profile: str | Path | None = None,
                         limit: int | None = None, seed: int = 0,
-                        backend_kwargs: dict[str, Any] | None = None) -> dict[str, Any]:
+                        backend_kwargs: dict[str, Any] | None = None, max_failure_rate: float = 0.0) -> dict[str, Any]:
     """Datasets ``thinkj_direct_sft`` and ``thinkj_bt`` (and ``thinkj_rs_sft`` when ``rs_model`` is given)."""
     from thinkj.export.llamafactory import write_preference_dataset, write_sft_dataset
     from thinkj.offline.baselines import bt_examples, direct_sft_examples, rejection_sampling_examples
 
     out = Path(out_dir)
+    check_failure_rate(max_failure_rate)
     max_new_tokens = _budget(max_new_tokens, profile)  # a bad profile fails before any file is written
     loaded = _load(pairs, limit)
     summary: dict[str, Any] = {"dataset_dir": str(out),
                                "thinkj_direct_sft": write_sft_dataset(out, "thinkj_direct_sft", direct_sft_examples(loaded)),
                                "thinkj_bt": write_preference_dataset(out, "thinkj_bt", bt_examples(loaded))}
+    calls = CallTally()
     if rs_model is not None:
         cache = ResultCache(out / "cache.sqlite")
         model = cached_backend(backend, rs_model, cache, JUDGE_TEMPLATE, **(backend_kwargs or {}))
         examples, counts = rejection_sampling_examples(
-            loaded, model, n=n, params=SamplingParams(temperature=temperature, max_new_tokens=max_new_tokens, n=n, seed=seed))
+            loaded, model, n=n, params=SamplingParams(temperature=temperature, max_new_tokens=max_new_tokens, n=n, seed=seed),
+            calls=calls)
         summary["thinkj_rs_sft"] = write_sft_dataset(out, "thinkj_rs_sft", examples)
         summary["rejection_sampling"] = counts
+        summary["calls"] = calls.summary()
         cache.close()
     write_json(out / "summary.json", summary)
+    calls.check(str(out), max_failure_rate, written="The datasets built from the calls that answered and the "
+                                                    "summary are written.")
     return summary

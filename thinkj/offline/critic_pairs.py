@@ -12,7 +12,9 @@ Think-J judge prompt. Then:
 
 Every DPO example's prompt is the judge prompt (``judge_strength_v2``) -- the same messages the judge saw
 in SFT and sees at evaluation -- never the critic's prompt (the public code used the critic prompt there).
-Ties are skipped (no right side). Each dropped view is counted with its reason.
+Ties are skipped (no right side). Each dropped view is counted with its reason. A view with a judge or critic
+call that failed after the backend's retries (:class:`~thinkj.inference.failures.FailedCall`) is dropped, never
+read as a wrong verdict; ``PairSet.calls`` counts the calls and failures so the caller applies the failure rule.
 
 The Sampling baseline replaces the critic: the judge samples ``n`` traces per view, and a right trace is
 paired with a wrong one from the same view.
@@ -32,6 +34,7 @@ from typing import Any
 from thinkj.errors import ThinkJError
 from thinkj.export.llamafactory import write_preference_dataset
 from thinkj.inference.base import InferenceBackend, Messages, SamplingParams
+from thinkj.inference.failures import CallTally, FailedCall
 from thinkj.prompts import get_template
 from thinkj.records import PreferencePair, write_json, write_jsonl
 from thinkj.verdict import parse_verdict
@@ -50,9 +53,11 @@ class PairSet:
     log: list[dict[str, Any]] = field(default_factory=list)
     counts: Counter = field(default_factory=Counter)
     settings: dict[str, Any] = field(default_factory=dict)
+    calls: CallTally = field(default_factory=CallTally)  # generation calls asked for, and how many failed
 
     def summary(self) -> dict[str, Any]:
-        return {"pairs": len(self.examples), "counts": dict(sorted(self.counts.items())), **self.settings}
+        return {"pairs": len(self.examples), "counts": dict(sorted(self.counts.items())), "calls": self.calls.summary(),
+                **self.settings}
 
     def write(self, out_dir: str | Path, name: str) -> dict[str, Any]:
         """Write the LlamaFactory dataset ``name`` (in ``out_dir``), ``pairs_log.jsonl`` and ``summary.json``."""
@@ -111,19 +116,29 @@ def critic_guided_pairs(pairs: list[PreferencePair], judge: InferenceBackend, cr
             continue
         views.append((order, view))
     prompts = [jt.render(view) for _, view in views]
-    judge_out = judge.generate(prompts, judge_params)
+    judge_out = judge.generate(prompts, judge_params) if prompts else []
+    result.calls.add(judge_out)
+    answered = []
+    for (order, view), prompt, samples in zip(views, prompts, judge_out):
+        if isinstance(samples[0], FailedCall):
+            _drop_failed(result, view, order, "judge", samples[0])
+        else:
+            answered.append((order, view, prompt, samples[0]))
     # One critic request per view: the wrong side when the judge was right, the right side otherwise.
     cases, critic_prompts = [], []
-    for (_, view), samples in zip(views, judge_out):
-        right, why = _is_right(samples[0], view.label, jt.answer)
+    for _, view, _, judge_text in answered:
+        right, why = _is_right(judge_text, view.label, jt.answer)
         target = _OTHER[view.label] if right else view.label
         strength = view.strength if not right else None  # the critic argues the wrong side at its own strength
         cases.append((right, why, target))
         critic_prompts.append(ct.render(view, target, strength))
     critic_out = critic.generate(critic_prompts, critic_params) if critic_prompts else []
-    for (order, view), prompt, samples, (right, why, target), critic_samples in zip(
-            views, prompts, judge_out, cases, critic_out):
-        judge_text = samples[0]
+    result.calls.add(critic_out)
+    for (order, view, prompt, judge_text), (right, why, target), critic_samples in zip(answered, cases, critic_out):
+        failed = next((t for t in critic_samples if isinstance(t, FailedCall)), None)
+        if failed is not None:  # the first obeying sample must not depend on which calls happened to answer
+            _drop_failed(result, view, order, "critic", failed)
+            continue
         row = {"item_id": view.id, "order": order, "gold": view.label, "judge_right": right, "judge_why": why,
                "critic_target": target}
         if right:
@@ -154,6 +169,13 @@ def critic_guided_pairs(pairs: list[PreferencePair], judge: InferenceBackend, cr
     return result
 
 
+def _drop_failed(result: PairSet, view: PreferencePair, order: str, role: str, failed: FailedCall) -> None:
+    """A view whose ``role`` call failed after retries: dropped and counted, never judged right or wrong."""
+    result.counts[f"dropped: {role} call failed"] += 1
+    result.log.append({"item_id": view.id, "order": order, "gold": view.label, "case": f"{role}_call_failed",
+                       "kept": False, "why": f"{role} call failed after retries: {' '.join(failed.error.split())[:200]}"})
+
+
 def sampling_pairs(pairs: list[PreferencePair], judge: InferenceBackend, *, n: int = 8,
                    params: SamplingParams | None = None, pairs_per_view: int = 1, orders: tuple[str, ...] = ("original",),
                    judge_template: str = JUDGE_TEMPLATE) -> PairSet:
@@ -173,7 +195,12 @@ def sampling_pairs(pairs: list[PreferencePair], judge: InferenceBackend, *, n: i
     result.counts["dropped: tie label"] += len(ties)
     prompts = [jt.render(view) for _, view in views]
     outputs = judge.generate(prompts, params) if prompts else []
+    result.calls.add(outputs)
     for (order, view), prompt, samples in zip(views, prompts, outputs):
+        failed = next((t for t in samples if isinstance(t, FailedCall)), None)
+        if failed is not None:  # which samples pair up must not depend on which calls happened to answer
+            _drop_failed(result, view, order, "judge", failed)
+            continue
         # Right: gold side and well-formed. Wrong: the other side or no verdict. A well-aimed but ill-formed trace is
         # neither, so a pair never teaches "prefer this format over that" by accident.
         right = [t for t in samples if _is_right(t, view.label, jt.answer)[0]]
