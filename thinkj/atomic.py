@@ -104,14 +104,25 @@ def staged_dir(out_dir: str | os.PathLike) -> Iterator[Path]:
         for file in files:
             os.replace(file, out_dir / file.name)
     except OSError as err:
-        name = None if err.filename is None else Path(os.fsdecode(err.filename))
-        target = out_dir / name.name if name is not None and name.parent == stage else out_dir
-        failure = write_error(err, target, kept="the files already there are unchanged")
+        failure = write_error(err, _staged_target(err, stage, out_dir), kept="the files already there are unchanged")
         if failure is not None:
             raise failure from None
         raise
     finally:
         shutil.rmtree(stage, ignore_errors=True)
+
+
+def _staged_target(err: OSError, stage: Path, out_dir: Path) -> Path:
+    """The final path of the staged file a write failed on: the one the error names, else the newest one (a failed
+    ``write`` names no file), else ``out_dir``."""
+    if err.filename is not None:
+        name = Path(os.fsdecode(err.filename))
+        return out_dir / name.name if name.parent == stage else name
+    with suppress(OSError):
+        files = sorted(stage.iterdir(), key=lambda p: p.stat().st_mtime_ns)
+        if files:
+            return out_dir / files[-1].name
+    return out_dir
 
 
 @contextmanager

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import sys
 from collections.abc import Iterable, Iterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -151,7 +152,8 @@ def parse_json(text: str | bytes, *, path: str | os.PathLike | None = None, line
     except RecursionError:
         raise RecordError(f"invalid JSON: nested deeper than {MAX_DEPTH} levels", path=path, line=line) from None
     except ValueError as err:  # Python's limit on digits in an integer (sys.get_int_max_str_digits)
-        reason = "an integer with too many digits" if "integer string conversion" in str(err) else str(err)
+        reason = (f"an integer longer than Python's limit of {sys.get_int_max_str_digits()} digits"
+                  if "integer string conversion" in str(err) else str(err))
         raise RecordError(f"unreadable JSON: {' '.join(reason.split())}", path=path, line=line) from None
     if isinstance(value, (dict, list)) and _too_deep(value):
         raise RecordError(f"invalid JSON: nested deeper than {MAX_DEPTH} levels", path=path, line=line)

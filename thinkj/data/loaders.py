@@ -278,16 +278,19 @@ def _finite(value: Any) -> float | None:
     return number if math.isfinite(number) else None
 
 
-def check_thresholds(thresholds: Any, option: str = "strength_thresholds") -> tuple[float, float]:
-    """Two finite, increasing score-gap bin edges (t1 < t2), or a ThinkJError naming ``option``."""
+def check_thresholds(thresholds: Any, option: str = "strength_thresholds", shown: str | None = None
+                     ) -> tuple[float, float]:
+    """Two finite, increasing score-gap bin edges (t1 < t2), or a ThinkJError naming ``option`` and the value as
+    the user wrote it (``shown``)."""
+    where = f"{option} {shown if shown is not None else repr(thresholds)}"
     values = list(thresholds) if isinstance(thresholds, (list, tuple)) else None
     if values is None or len(values) != 2:
-        raise ThinkJError(f"{option} {thresholds!r}: expected two bin edges t1,t2 (strength 1 | 2 | 3)")
+        raise ThinkJError(f"{where}: expected two bin edges t1,t2 (strength 1 | 2 | 3)")
     low, high = (_finite(v) for v in values)
     if low is None or high is None:
-        raise ThinkJError(f"{option} {thresholds!r}: the bin edges must be finite numbers")
+        raise ThinkJError(f"{where}: the bin edges must be finite numbers")
     if not low < high:
-        raise ThinkJError(f"{option} {thresholds!r}: the bin edges must increase (t1 < t2)")
+        raise ThinkJError(f"{where}: the bin edges must increase (t1 < t2)")
     return low, high
 
 
@@ -300,7 +303,7 @@ def parse_thresholds(text: str, option: str = "--strength-thresholds") -> tuple[
         raise ThinkJError(f"{option} {text!r}: expected two numbers t1,t2 (e.g. 1.0,2.5)") from None
     if len(values) != 2:
         raise ThinkJError(f"{option} {text!r}: expected two numbers t1,t2 (e.g. 1.0,2.5)")
-    return check_thresholds(values, f"{option}")
+    return check_thresholds(values, option, repr(text))
 
 
 COLUMN_MAP_KEYS = ("prompt", "messages", "system", "chosen", "rejected", "response_1", "response_2", "label",
