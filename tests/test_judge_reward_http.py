@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 from thinkj.rewards.grm import listwise_messages, map_score, parse_listwise_scores
 from thinkj.rewards.group import TRLGroupReward, get_group_reward
 from thinkj.rewards.judge_http import JudgeUnavailableError
-from thinkj.rewards.pairwise_rm import PAIRWISE_KEYS, reference_score, signed_preference
+from thinkj.rewards.pairwise_rm import PAIRWISE_KEYS, REFERENCE_KEYS, reference_score, signed_preference
 
 _GRM_BLOCK = re.compile(r"\[Response (\d+)\]\n(.*?)\n\[End of Response \1\]", re.DOTALL)
 _PAIR_BLOCK = re.compile(r"\[Response \(([ab])\)\]\n(.*?)\n\[End of Response \(\1\)\]", re.DOTALL)
@@ -173,8 +173,8 @@ def test_reference_mode(judge_server):
     worse = asyncio.run(reference_score("Q", "bad", {"reference": "good"}, base_url=url, **FAST))
     assert better["score"] == pytest.approx(1 / 3) and worse["score"] == pytest.approx(-2 / 3)
     assert better["consistency"] == worse["consistency"] == 1.0
-    with pytest.raises(ValueError, match="reference"):
-        asyncio.run(reference_score("Q", "x", {"label": "a"}, base_url=url, **FAST))
+    missing = asyncio.run(reference_score("Q", "x", {"label": "a"}, base_url=url, **FAST))  # a data error, no request
+    assert missing["gold_error"] == 1.0 and missing["score"] == 0.0 and missing["n_judgments"] == 0
 
 
 @pytest.mark.slow
@@ -226,7 +226,7 @@ def test_through_verl_reward_managers(judge_server, tiny_model_dir):
     with pytest.raises(ValueError, match="num_workers=1"):
         GroupRewardManager(split_cfg, tok)
     ref, outs = asyncio.run(run_all())
-    assert ref["reward_score"] == pytest.approx(1 / 3) and set(ref["reward_extra_info"]) == set(PAIRWISE_KEYS)
+    assert ref["reward_score"] == pytest.approx(1 / 3) and set(ref["reward_extra_info"]) == set(REFERENCE_KEYS)
     # passes 0 and 1 dropped, 2 and 3 valid: good = mean(8, 9) = 8.5
     assert [o["reward_score"] for o in outs] == pytest.approx([map_score(8.5), map_score(2)])
     assert {o["reward_extra_info"]["group_size"] for o in outs} == {2}

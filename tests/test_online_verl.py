@@ -126,8 +126,10 @@ def test_reward_function_resolves_through_verls_loader(composed):
         assert fn is not None and fn.func.__name__ == "_call_with_kwargs"
         assert fn.args[0] is compute_score
         assert dict(fn.args[1]) == {"preset": "thinkj_qwen", "w_str": 0.0}
-        # verl calls it with keywords plus its own extras; the weight override (w_str=0) reaches the preset
-        out = fn(data_source="thinkj/pairwise_judge", solution_str=text, ground_truth=gt, extra_info={}, num_turns=None)
+        # verl calls it with keywords plus its own extras (with a reward router: reward_router_address,
+        # reward_model_tokenizer); the weight override (w_str=0) reaches the preset
+        out = fn(data_source="thinkj/pairwise_judge", solution_str=text, ground_truth=gt, extra_info={},
+                 reward_router_address=None, reward_model_tokenizer=None)
         assert out == compute_score(solution_str=text, ground_truth=gt, preset="thinkj_qwen", w_str=0.0)
         assert out["score"] == 2.0 and out["strength"] == 0.5
 

@@ -242,8 +242,9 @@ def test_parse_scores_and_ground_truth_forms():
     cols = {"helpfulness": 3, "correctness": 4, "coherence": 4, "complexity": 1, "verbosity": 2}
     for gt in ([3, 4, 4, 1, 2], {"scores": [3, 4, 4, 1, 2]}, cols, "[3, 4, 4, 1, 2]"):
         assert reward("3 4 4 1 2", gt)["perfect"] == 1.0
-    with pytest.raises(ValueError, match="ground_truth"):
-        reward("1", "not json")
+    bad = reward("1", "not json")  # a data error the reward records, never an exception
+    assert bad["gold_error"] == 1.0 and bad["score"] == 0.0
+    assert reward.gold_problem("not json").startswith("ground_truth: not valid JSON")
 
 
 def test_group_advantages_and_diversity():

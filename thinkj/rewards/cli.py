@@ -26,9 +26,10 @@ def _default(ctx: typer.Context) -> None:
 
 
 def _value(text: str):
+    """JSON when the text parses (a 5,000-digit integer or deep nesting does not), else the text itself."""
     try:
         return json.loads(text)
-    except json.JSONDecodeError:
+    except (ValueError, RecursionError):
         return text
 
 
@@ -49,8 +50,8 @@ def score(name: str, text: list[str] = typer.Option(..., help="completion text; 
           gt: str = typer.Option(..., help="ground truth as JSON (or a bare string)"),
           group: bool = typer.Option(False, help="score the texts together with the group-level reward"),
           set_: list[str] = typer.Option([], "--set", help="weight override key=value (JSON value)")) -> None:
-    """Print the reward dict of each text (JSON lines)."""
-    from thinkj.checks import check_range
+    """Print the reward dict of each text (JSON lines). A weight the reward cannot use, or a ground truth it
+    would record as a data error (``gold_error``), is a one-line error instead."""
     from thinkj.errors import ThinkJError
     from thinkj.rewards.registry import get_group_reward, get_preset
 
@@ -60,26 +61,18 @@ def score(name: str, text: list[str] = typer.Option(..., help="completion text; 
         if not sep or not key:
             raise ThinkJError(f"--set {item!r}: expected key=value")
         weights[key] = _value(value)
-        if isinstance(weights[key], float):
-            check_range(f"--set {key}", weights[key])
     if gt.lstrip()[:1] in ("{", "[") and not isinstance(_value(gt), (dict, list)):
         raise ThinkJError(f"--gt {gt!r}: not valid JSON")
     truth = _value(gt)
     reward = get_group_reward(name) if group else get_preset(name)
-    for key, value in weights.items():
-        if key not in reward.defaults:
-            raise ThinkJError(f"--set {key}: {name} has no such weight; its weights: {', '.join(sorted(reward.defaults))}")
-        default = reward.defaults[key]
-        if isinstance(default, (int, float)) and not isinstance(default, bool) and (
-                not isinstance(value, (int, float)) or isinstance(value, bool)):
-            raise ThinkJError(f"--set {key}={value!r}: must be a number (default {default!r})")
-    try:
-        if group:
-            results = reward.score("", list(text), [truth] * len(text), **weights)
-        else:
-            results = [reward(t, truth, **weights) for t in text]
-    except ValueError as err:  # the ground truth does not fit the reward
-        raise ThinkJError(f"--gt {gt!r}: {' '.join(str(err).split())}") from None
+    weights = {k: v for k, v in reward.weights(weights, where="--set ").items() if k in weights}
+    problem = reward.gold_problem(truth)
+    if problem:
+        raise ThinkJError(f"--gt {gt!r}: {problem}")
+    if group:
+        results = reward.score("", list(text), [truth] * len(text), **weights)
+    else:
+        results = [reward(t, truth, **weights) for t in text]
     for result in results:
         typer.echo(json.dumps(result, default=str))
 

@@ -30,6 +30,10 @@ Components (all weights and constants are keyword overrides; the seed's values a
                 self-correction cues ("wait", "let me check", "mistake", "actually", "double-check", "I was
                 wrong", "on second thought", "re-check", "verify"), averaged over the three.  range [0, 1]
 
+Ground truth: a bad gold (``None``, ``true``, NaN, a dict without ``answer``, a text with no letter or digit) is
+a data error: the answer term is 0 (the leak penalty, which needs no gold, still applies), ``gold_error`` = 1,
+never an exception.
+
 Answer matching: a numeric gold matches when the last number of the final answer equals it (commas
 ignored, 1e-6 tolerance; ``\\boxed{..}`` content is preferred when present); a text gold matches when its
 normalised form (lower case, punctuation dropped, spaces collapsed) appears in the normalised answer. The
@@ -38,13 +42,16 @@ seed's model-judged "self-reflection" score is replaced by the optional lexical 
 
 from __future__ import annotations
 
+import math
 import re
 from typing import Any
+
+from thinkj.rewards.gold import mapping, shown
 
 TAGS = ("competition", "pirate", "knight", "viking", "result", "winner")
 CHARACTERS = ("pirate", "knight", "viking")
 COMPETITION_KEYS = ("score", "tags", "format", "length", "originality", "winner", "answer", "leak", "copy_max",
-                    "reflection")
+                    "reflection", "gold_error")
 COMPETITION_DEFAULTS: dict[str, Any] = {
     "w_tags": 1.0, "w_format": 1.0, "w_length": 1.0, "w_orig": 1.0, "w_winner": 1.0, "w_answer": 1.0,
     "w_reflect": 0.0, "reflect_target": 2,
@@ -77,6 +84,7 @@ _STRICT = re.compile(r"\s*<competition>\s*<pirate>(?P<pirate>.*?)</pirate>\s*<kn
 _ANY_TAG = re.compile(r"</?\s*(?:competition|pirate|knight|viking|result|winner)\s*>", re.IGNORECASE)
 _WORD = re.compile(r"[a-z0-9']+")
 _NUM = re.compile(r"-?\d[\d,]*(?:\.\d+)?")
+_CLEAN_NUMBER = re.compile(r"[+-]?\d[\d,]*(?:\.\d+)?|[+-]?\.\d+")
 _BOXED = re.compile(r"\\boxed\{([^{}]*)\}")
 _REFLECT = re.compile(r"\b(?:wait|let me (?:check|re-?check|verify)|mistake|actually|double[- ]check|i was wrong|"
                       r"on second thought|re-?check|verify|verified)\b", re.IGNORECASE)
@@ -161,26 +169,58 @@ def _normalise(text: str) -> str:
     return " ".join(_WORD.findall(text.lower()))
 
 
+def read_answer_gold(gold: Any) -> tuple[str | float | None, str]:
+    """(the gold answer: a finite number or a text, "") or (None, what is wrong). Never raises.
+
+    A number (not a bool, finite) or a string that is a clean number (commas allowed: ``"1,000"``) is numeric; other
+    strings are text gold and need at least one letter or digit. ``{"answer": ...}`` is read the same way."""
+    fields = mapping(gold)
+    if fields is not None:
+        if "answer" not in fields:
+            return None, "ground_truth.answer: missing"
+        gold = fields["answer"]
+    if hasattr(gold, "item") and not isinstance(gold, (str, bytes)):  # a numpy scalar from verl's parquet
+        try:
+            gold = gold.item()
+        except (TypeError, ValueError):
+            return None, f"ground_truth: expected an answer (text or number), got {shown(gold)}"
+    if gold is None or isinstance(gold, bool) or not isinstance(gold, (str, int, float)):
+        return None, f"ground_truth: expected an answer (text or number), got {shown(gold)}"
+    if isinstance(gold, (int, float)):
+        try:
+            number = float(gold)
+        except OverflowError:
+            number = math.inf
+        return (number, "") if math.isfinite(number) else (None, f"ground_truth: must be a finite number, got {shown(gold)}")
+    text = gold.strip()
+    if _CLEAN_NUMBER.fullmatch(text):
+        number = float(text.replace(",", ""))
+        if math.isfinite(number):
+            return number, ""
+    if not _normalise(text):
+        return None, f"ground_truth: the answer {shown(gold)} has no letter or digit to match"
+    return text, ""
+
+
+def answer_gold_problem(gold: Any) -> str:
+    return read_answer_gold(gold)[1]
+
+
 def answer_matches(answer: str, gold: Any) -> bool:
-    if gold is None:
+    """Whether the final answer holds the gold (see the module docstring); False for a gold that is not readable."""
+    value, _ = read_answer_gold(gold)
+    if value is None:
         return False
-    if hasattr(gold, "items"):
-        gold = dict(gold.items()).get("answer")
-        if gold is None:
-            return False
-    gold_text = str(gold).strip()
     boxed = _BOXED.findall(answer)
     target = boxed[-1] if boxed else answer
-    try:
-        gold_num = float(gold_text.replace(",", ""))
-    except ValueError:
-        norm = _normalise(gold_text)
-        return bool(norm) and f" {norm} " in f" {_normalise(target)} "
+    if isinstance(value, str):
+        norm = _normalise(value)
+        return f" {norm} " in f" {_normalise(target)} "
     numbers = _NUM.findall(target)
     if not numbers:
         return False
     try:
-        return abs(float(numbers[-1].replace(",", "")) - gold_num) <= 1e-6
+        return abs(float(numbers[-1].replace(",", "")) - value) <= 1e-6
     except ValueError:
         return False
 
@@ -209,9 +249,10 @@ def competition_reward(text: str, ground_truth: Any, **weights: Any) -> dict[str
     win = winner_score(winner)
     answer_text = final_answer(text)
     leak = bool(_ANY_TAG.search(answer_text))
+    gold_error = bool(answer_gold_problem(ground_truth))
     answer = w["leak_penalty"] if leak else (1.0 if answer_matches(answer_text, ground_truth) else 0.0)
     score = (w["w_tags"] * tags + w["w_format"] * fmt + w["w_length"] * length + w["w_orig"] * originality
              + w["w_winner"] * win + w["w_answer"] * answer + w["w_reflect"] * reflection)
     return {"score": float(score), "tags": float(tags), "format": float(fmt), "length": float(length),
             "originality": float(originality), "winner": float(win), "answer": float(answer), "leak": float(leak),
-            "copy_max": float(copy_max), "reflection": float(reflection)}
+            "copy_max": float(copy_max), "reflection": float(reflection), "gold_error": float(gold_error)}

@@ -67,10 +67,10 @@ class TRLGroupReward:
         if scope not in ("group", "batch"):
             raise ValueError(f"scope must be 'group' or 'batch', got {scope!r}")
         self.reward = get_group_reward(name)
-        self.reward._weights(dict(weights))  # fail early on a typo
+        checked = self.reward.weights(weights)  # an unknown, NaN, negative or non-numeric weight fails here
         self.scope = scope
         self.expected_group_size = expected_group_size
-        self.weights = weights
+        self.weights = {k: v for k, v in checked.items() if k in weights}
         self.__name__ = f"{name}_group_reward"
         self.last_metrics: dict[str, float] = {}
         self._trainer: Any = None

@@ -28,57 +28,31 @@ Edge cases, decided so that no group dies silently:
   metrics. The seed-set builder leaves ties out of RL data and counts them.
 * gold strength missing (``None`` or 0): R_str = 0 for every output (the term is switched off for
   that pair, never a penalty); accuracy and format still separate samples.
+* a bad ground truth never raises (``thinkj.rewards.gold`` has the rules): a bad label gives R_acc = R_str = 0
+  and keeps the format term, a bad strength (2.7, 7, NaN, ``true``, ``"2"``) gives R_str = 0; either sets
+  ``gold_error`` = 1.
 """
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from thinkj.prompts import AnswerFormat
+from thinkj.rewards.gold import pair_gold
 from thinkj.verdict import STRENGTH_RANGE, parse_verdict
 
-REWARD_KEYS = ("score", "acc", "format", "strength", "pred", "pred_strength", "gold_tie")
+REWARD_KEYS = ("score", "acc", "format", "strength", "pred", "pred_strength", "gold_tie", "gold_error")
 
 STRENGTH_FORMAT = AnswerFormat(think=True, strength="required")
 COT_FORMAT = AnswerFormat(think=True, strength="forbidden")
 SCORES_FORMAT = AnswerFormat(think=True, strength="forbidden", scores=True)
 
 
-def normalize_ground_truth(gt: Any) -> tuple[str, int | None]:
-    """Accept the dict form (also as JSON text, or verl's parquet struct) and return (label, strength)."""
-    if isinstance(gt, str):
-        text = gt.strip()
-        if text.lower() in ("a", "b", "tie"):
-            return text.lower(), None
-        try:
-            gt = json.loads(text)
-        except json.JSONDecodeError:
-            raise ValueError(f"ground_truth: expected {{'label', 'strength'}} or 'a'/'b'/'tie', got {gt[:80]!r}") from None
-    if hasattr(gt, "items") and not isinstance(gt, dict):
-        gt = dict(gt.items())
-    if not isinstance(gt, dict) or "label" not in gt:
-        raise ValueError(f"ground_truth: expected a dict with 'label' and 'strength', got {gt!r:.80}")
-    label = str(gt["label"]).strip().lower()
-    if label not in ("a", "b", "tie"):
-        raise ValueError(f"ground_truth.label: must be 'a', 'b' or 'tie', got {gt['label']!r}")
-    strength = gt.get("strength")
-    if strength is not None:
-        try:
-            strength = int(strength)
-        except (TypeError, ValueError):
-            if strength != strength:  # NaN from a pandas column with missing values
-                strength = None
-            else:
-                raise ValueError(f"ground_truth.strength: must be an integer or null, got {strength!r}") from None
-    return label, strength
-
-
 def _result(score: float, acc: float, fmt: float, strength: float, pred: str, pred_strength: int | None,
-            gold_tie: bool) -> dict[str, Any]:
+            gold_tie: bool, gold_error: bool = False) -> dict[str, Any]:
     return {"score": float(score), "acc": float(acc), "format": float(fmt), "strength": float(strength),
             "pred": pred, "pred_strength": -1 if pred_strength is None else int(pred_strength),
-            "gold_tie": float(gold_tie)}
+            "gold_tie": float(gold_tie), "gold_error": float(gold_error)}
 
 
 def _in_range(value: int | None) -> bool:
@@ -88,16 +62,17 @@ def _in_range(value: int | None) -> bool:
 def thinkj_reward(text: str, ground_truth: Any, *, w_acc: float = 1.0, w_fmt: float = 1.0, w_str: float = 0.2,
                   fmt: AnswerFormat = STRENGTH_FORMAT) -> dict[str, Any]:
     """The Think-J rule-based reward R = w_acc*R_acc + w_fmt*R_fmt + w_str*R_str (see module docstring)."""
-    label, gold_strength = normalize_ground_truth(ground_truth)
+    gold = pair_gold(ground_truth)
+    label, gold_strength = gold.label, gold.strength
     verdict = parse_verdict(text, fmt, strict=True)
-    right = verdict.choice == label and label != "tie"
+    right = label in ("a", "b") and verdict.choice == label
     r_acc = 1.0 if right else 0.0
     r_fmt = 1.0 if verdict.well_formed else 0.0
     r_str = 0.0
     if right and _in_range(gold_strength) and _in_range(verdict.strength):
         r_str = 1.0 - abs(verdict.strength - gold_strength) / (STRENGTH_RANGE[1] - STRENGTH_RANGE[0])
     score = w_acc * r_acc + w_fmt * r_fmt + w_str * r_str
-    return _result(score, r_acc, r_fmt, r_str, verdict.choice, verdict.strength, label == "tie")
+    return _result(score, r_acc, r_fmt, r_str, verdict.choice, verdict.strength, label == "tie", bool(gold.error))
 
 
 def thinkj_subtractive_reward(text: str, ground_truth: Any, *, w_acc: float = 1.0, w_fmt: float = 1.0,
@@ -106,9 +81,10 @@ def thinkj_subtractive_reward(text: str, ground_truth: Any, *, w_acc: float = 1.
     answer sentence. R_str = -|s_pred - s_gold| / 8 for a right verdict with a strength in 1..3 (0 without a gold
     strength), -0.5 for a right verdict whose strength is outside 1..3 or missing, else 0. With w_fmt = 0 and
     w_str = 1 it is the public reward_strength.py arithmetic (see ``strength_public``) read by our strict parser."""
-    label, gold_strength = normalize_ground_truth(ground_truth)
+    gold = pair_gold(ground_truth)
+    label, gold_strength = gold.label, gold.strength
     verdict = parse_verdict(text, fmt, strict=True)
-    right = verdict.choice == label and label != "tie"
+    right = label in ("a", "b") and verdict.choice == label
     r_str = 0.0
     if right:
         if not _in_range(verdict.strength):
@@ -117,7 +93,7 @@ def thinkj_subtractive_reward(text: str, ground_truth: Any, *, w_acc: float = 1.
             r_str = -abs(verdict.strength - gold_strength) / 8
     r_acc, r_fmt = float(right), float(verdict.well_formed)
     return _result(w_acc * r_acc + w_fmt * r_fmt + w_str * r_str, r_acc, r_fmt, r_str, verdict.choice,
-                   verdict.strength, label == "tie")
+                   verdict.strength, label == "tie", bool(gold.error))
 
 
 def margin_reward(text: str, ground_truth: Any, *, w_fmt: float = 1.0, w_margin: float = 1.0,
@@ -135,14 +111,16 @@ def margin_reward(text: str, ground_truth: Any, *, w_fmt: float = 1.0, w_margin:
     A confident right answer earns more and a confident wrong answer loses more -- exactly the incentive
     the paper reports being hacked by pushing scores to 0 and 100 (Table 9), kept so that it reproduces.
     """
-    label, _ = normalize_ground_truth(ground_truth)
+    gold = pair_gold(ground_truth, strength=False)
+    label = gold.label
     verdict = parse_verdict(text, fmt, strict=True)
     r_fmt = 1.0 if verdict.well_formed else 0.0
     score = w_fmt * r_fmt
     right = False
     margin = 0.0
-    if verdict.scores is not None and verdict.choice in ("a", "b") and label != "tie":
+    if verdict.scores is not None and verdict.choice in ("a", "b") and label in ("a", "b"):
         margin = min(abs(verdict.scores[0] - verdict.scores[1]), 100.0) / 100.0
         right = verdict.choice == label
         score += (1.0 + w_margin * margin) if right else -w_margin * margin
-    return _result(score, float(right), r_fmt, margin if right else 0.0, verdict.choice, None, label == "tie")
+    return _result(score, float(right), r_fmt, margin if right else 0.0, verdict.choice, None, label == "tie",
+                   bool(gold.error))

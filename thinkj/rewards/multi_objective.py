@@ -14,7 +14,9 @@ the completion, in order), gold g, n = len(g)::
     score     = w_exact*exact + w_off*off_by_one + w_mae*mae + w_format*format + perfect_bonus*[p == g]
 
 Defaults are the seed's: weights 0.3 / 0.3 / 0.25 / 0.15, exact_bonus 0.3, max_mae 5, failure -0.5,
-perfect bonus 0.1. Bounds: failure_penalty <= score <= w_exact + w_off + w_mae + w_format + perfect_bonus
+perfect bonus 0.1. A gold that is not a list of 1-64 whole numbers (``read_scores_gold``: 2.7, ``true``, ``"2"``,
+NaN, a missing ``scores`` key, JSON that does not parse) is a data error: score 0, every part 0,
+``gold_error`` = 1, never an exception. Bounds: failure_penalty <= score <= w_exact + w_off + w_mae + w_format + perfect_bonus
 (1.1 with the defaults); for a parsed answer score >= 0. The seed's group advantage rules (zero-std guard,
 diversity check) are :func:`group_advantages` / :func:`check_diversity`, and the group preset
 ``multi_objective`` applies the diversity check inside verl and TRL (see ``thinkj.rewards.group``).
@@ -27,7 +29,6 @@ the five attribute columns) into verl/TRL rows with ``ground_truth = {"scores": 
 from __future__ import annotations
 
 import itertools
-import json
 import math
 import re
 from collections.abc import Iterable, Sequence
@@ -35,9 +36,10 @@ from typing import Any
 
 from thinkj.prompts import AnswerFormat, Template, get_template, register
 from thinkj.records import PreferencePair, RecordError
+from thinkj.rewards.gold import mapping, parse_json_text, shown, whole_number
 
 HS2_ATTRIBUTES = ("helpfulness", "correctness", "coherence", "complexity", "verbosity")
-MULTI_KEYS = ("score", "exact", "off_by_one", "mae", "format", "structural_failure", "perfect", "n_pred")
+MULTI_KEYS = ("score", "exact", "off_by_one", "mae", "format", "structural_failure", "perfect", "n_pred", "gold_error")
 MULTI_DEFAULTS: dict[str, Any] = {"w_exact": 0.3, "w_off": 0.3, "w_mae": 0.25, "w_format": 0.15, "exact_bonus": 0.3,
                                   "max_mae": 5.0, "failure_penalty": -0.5, "perfect_bonus": 0.1}
 _RUN = re.compile(r"[\w.]+")
@@ -70,28 +72,38 @@ def parse_scores(text: Any) -> list[int]:
     return list(itertools.islice(_integers(text), _MAX_ITEMS + 1))
 
 
-def scores_ground_truth(gt: Any) -> list[int]:
-    """Gold scores from a list, ``{"scores": [...]}``, a dict of attribute columns, or their JSON text."""
+def read_scores_gold(gt: Any) -> tuple[list[int] | None, str]:
+    """(gold scores, "") or (None, what is wrong), from a list, ``{"scores": [...]}``, a dict of the five
+    attribute columns, or their JSON text. Never raises: each score must be a whole number (``3`` or ``3.0``; not
+    ``2.7``, ``true``, ``"2"``, NaN or infinity) of magnitude at most 10^18, and there are 1 to 64 of them."""
     if isinstance(gt, str):
-        try:
-            gt = json.loads(gt)
-        except json.JSONDecodeError:
-            raise ValueError(f"ground_truth: expected a list of integer scores, got {gt[:80]!r}") from None
-    if hasattr(gt, "tolist"):
+        gt, problem = parse_json_text(gt)
+        if problem:
+            return None, f"ground_truth: {problem}"
+    if hasattr(gt, "tolist") and not isinstance(gt, (str, bytes)):
         gt = gt.tolist()
-    if hasattr(gt, "items"):
-        gt = dict(gt.items())
-        if "scores" in gt:
-            gt = gt["scores"]
+    fields = mapping(gt)
+    if fields is not None:
+        if "scores" in fields:
+            gt = fields["scores"]
             gt = gt.tolist() if hasattr(gt, "tolist") else gt
-        elif all(a in gt for a in HS2_ATTRIBUTES):
-            gt = [gt[a] for a in HS2_ATTRIBUTES]
+        elif all(a in fields for a in HS2_ATTRIBUTES):
+            gt = [fields[a] for a in HS2_ATTRIBUTES]
+        else:
+            return None, f"ground_truth: expected 'scores' or the columns {', '.join(HS2_ATTRIBUTES)}"
     if not isinstance(gt, (list, tuple)) or not gt:
-        raise ValueError(f"ground_truth: expected a non-empty list of integer scores, got {gt!r:.80}")
-    try:
-        return [int(v) for v in gt]
-    except (TypeError, ValueError):
-        raise ValueError(f"ground_truth: scores must be integers, got {gt!r:.80}") from None
+        return None, f"ground_truth: expected a non-empty list of integer scores, got {shown(gt)}"
+    if len(gt) > _MAX_ITEMS:
+        return None, f"ground_truth: {len(gt)} scores, at most {_MAX_ITEMS} can be matched"
+    scores = [whole_number(v) for v in gt]
+    for value, score in zip(gt, scores):
+        if score is None or abs(score) > 10 ** _MAX_DIGITS:
+            return None, f"ground_truth: scores must be whole numbers, got {shown(value)}"
+    return scores, ""
+
+
+def scores_gold_problem(gt: Any) -> str:
+    return read_scores_gold(gt)[1]
 
 
 def exact_match(pred: Sequence[int], gold: Sequence[int]) -> float:
@@ -128,17 +140,20 @@ def multi_objective_reward(text: str, ground_truth: Any, *, w_exact: float = 0.3
                            w_mae: float = 0.25, w_format: float = 0.15, exact_bonus: float = 0.3, max_mae: float = 5.0,
                            failure_penalty: float = -0.5, perfect_bonus: float = 0.1) -> dict[str, Any]:
     """The seed-004 combined reward; see the module docstring."""
-    gold = scores_ground_truth(ground_truth)
+    gold, _ = read_scores_gold(ground_truth)
     pred = parse_scores(text)
+    if gold is None:  # a data error: every term compares with the gold, so all are 0
+        return {"score": 0.0, "exact": 0.0, "off_by_one": 0.0, "mae": 0.0, "format": 0.0, "structural_failure": 0.0,
+                "perfect": 0.0, "n_pred": len(pred), "gold_error": 1.0}
     if len(pred) != len(gold):
         return {"score": float(failure_penalty), "exact": 0.0, "off_by_one": 0.0, "mae": 0.0, "format": 0.0,
-                "structural_failure": 1.0, "perfect": 0.0, "n_pred": len(pred)}
+                "structural_failure": 1.0, "perfect": 0.0, "n_pred": len(pred), "gold_error": 0.0}
     ex, ob, ma, fm = (exact_match(pred, gold), off_by_one(pred, gold, exact_bonus), mae_score(pred, gold, max_mae),
                       format_score(pred, gold, text))
     perfect = pred == gold
     score = w_exact * ex + w_off * ob + w_mae * ma + w_format * fm + (perfect_bonus if perfect else 0.0)
     return {"score": float(score), "exact": ex, "off_by_one": ob, "mae": ma, "format": fm, "structural_failure": 0.0,
-            "perfect": float(perfect), "n_pred": len(pred)}
+            "perfect": float(perfect), "n_pred": len(pred), "gold_error": 0.0}
 
 
 def group_advantages(rewards: Sequence[float], eps: float = 1e-8, min_std: float = 0.01) -> list[float]:

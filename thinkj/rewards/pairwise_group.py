@@ -39,6 +39,9 @@ reward each completion with its predicted win rate against the other members, me
 It uses every comparison at once, so a win against a strong completion counts for more.
 
 All rewards lie in [0, 1]; 0.5 is "no evidence either way" (also a completion left without any comparison).
+With ``anchor=reference`` a group whose ground truth has no usable reference (``{"reference": str}``) is a data
+error: every member gets 0.5, no request is sent, and ``gold_error`` = 1 (0 otherwise, and in the other schemes,
+which read no ground truth).
 
 **Failures** are never scores. A request that fails after its retries leaves its comparison out (in knockout:
 the match is a tie); the endpoint's failure meter stops the run with ``JudgeUnavailableError`` above
@@ -69,12 +72,14 @@ from thinkj.verdict import STRENGTH_RANGE, parse_verdict
 SCHEMES = ("round_robin", "anchor", "knockout")
 ANCHORS = ("reference", "first")
 PAIRWISE_GROUP_KEYS = ("score", "win_rate", "n_compared", "judge_calls", "cache_hits", "judge_failure_rate",
-                       "flip_rate", "unparsed_rate", "judge_latency_s")
+                       "flip_rate", "unparsed_rate", "judge_latency_s", "gold_error")
 PAIRWISE_GROUP_DEFAULTS: dict[str, Any] = {
     "scheme": "round_robin", "anchor": "first", "weight_strength": False, "bradley_terry": False,
     "template": "judge_strength_v1", "base_url": "http://127.0.0.1:8000/v1", "model": "judge",
     "api_key_env": "OPENAI_API_KEY", "temperature": 0.0, "max_tokens": 1024, "concurrency": 16, "retries": 3,
     "timeout_s": 120.0, "backoff_s": 0.5, "cache_path": None, **GUARD_DEFAULTS}
+PAIRWISE_GROUP_KINDS = {"cache_path": "str?", "api_key_env": "str?"}
+PAIRWISE_GROUP_CHOICES = {"scheme": SCHEMES, "anchor": ANCHORS}
 REF = -1  # index of the reference answer in comparisons
 
 
@@ -292,13 +297,16 @@ async def group_rewards(texts: list[str], judge: PairJudge, *, scheme: str = "ro
 
 async def pairwise_group(prompt: Any, texts: list[str], ground_truths: list[Any], **kw: Any) -> list[dict[str, Any]]:
     """The ``thinkj_pairwise`` group preset: the schemes above against a judge over HTTP."""
-    from thinkj.rewards.pairwise_rm import reference_of
+    from thinkj.rewards.pairwise_rm import read_reference
 
     scheme, anchor = str(kw["scheme"]), str(kw["anchor"])
     reference = None
     if scheme == "anchor" and anchor == "reference":
-        truth = ground_truths[0] if ground_truths else None
-        reference = reference_of(truth)
+        reference, _ = read_reference(ground_truths[0] if ground_truths else None)
+        if reference is None:  # a data error: nothing to compare with, so no request and no evidence (0.5)
+            return [{"score": 0.5, "win_rate": 0.5, "n_compared": 0, "judge_calls": 0, "cache_hits": 0,
+                     "judge_failure_rate": 0.0, "flip_rate": 0.0, "unparsed_rate": 0.0, "judge_latency_s": 0.0,
+                     "gold_error": 1.0} for _ in texts]
     judge = HttpPairJudge(prompt, **kw)
     scores, win_rates, comparisons = await group_rewards(
         texts, judge, scheme=scheme, anchor=anchor, reference=reference, weight_strength=bool(kw["weight_strength"]),
@@ -316,5 +324,5 @@ async def pairwise_group(prompt: Any, texts: list[str], ground_truths: list[Any]
             for k in (c.x, c.y):
                 if k in compared:
                     compared[k] += 1
-    return [{"score": float(s), "win_rate": float(w), "n_compared": compared[i], **group}
+    return [{"score": float(s), "win_rate": float(w), "n_compared": compared[i], **group, "gold_error": 0.0}
             for i, (s, w) in enumerate(zip(scores, win_rates))]

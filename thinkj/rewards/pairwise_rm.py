@@ -14,7 +14,8 @@ Round robin (group preset ``thinkj_round_robin``): every pair (i, j) of the grou
 ``compute_score`` here): the candidate against ``ground_truth["reference"]`` in both orders; reward = mean of
 the two p, in [-1, 1]. Keys: score, win_rate (share of judgments the candidate won), n_judgments, n_parsed,
 consistency (share of its pairs whose two orders agreed on the winner), judge_failure_rate and judge_latency_s
-(the group's requests). A failed request (after retries) gives p = 0 but is counted: above ``max_failure_rate``
+(the group's requests); reference mode adds ``gold_error`` (``REFERENCE_KEYS``: a ground truth without a usable
+reference scores 0 and sends nothing). A failed request (after retries) gives p = 0 but is counted: above ``max_failure_rate``
 the reward raises ``JudgeUnavailableError`` and the run stops (``thinkj.rewards.judge_http``).
 For the schemes with swap-averaged verdicts, knockout, anchors and Bradley-Terry see ``thinkj.rewards.pairwise_group``.
 
@@ -35,14 +36,19 @@ from typing import Any
 
 from thinkj.prompts import get_template
 from thinkj.records import PreferencePair
+from thinkj.rewards.gold import mapping, shown
 from thinkj.rewards.judge_http import GUARD_DEFAULTS, JudgeBatch, guard_settings, judge_batch
+from thinkj.rewards.verl_kwargs import VERL_CALL_KWARGS, WHERE
+from thinkj.rewards.weights import check_weights
 from thinkj.verdict import STRENGTH_RANGE, parse_verdict
 
 PAIRWISE_KEYS = ("score", "win_rate", "n_judgments", "n_parsed", "consistency", "judge_failure_rate", "judge_latency_s")
+REFERENCE_KEYS = (*PAIRWISE_KEYS, "gold_error")  # reference mode reads a ground truth; round robin reads none
 PAIRWISE_DEFAULTS: dict[str, Any] = {"base_url": "http://127.0.0.1:8000/v1", "model": "judge",
                                      "api_key_env": "OPENAI_API_KEY", "temperature": 0.0, "max_tokens": 1024,
                                      "concurrency": 16, "retries": 3, "timeout_s": 120.0, "backoff_s": 0.5,
                                      "template": "judge_strength_v2", **GUARD_DEFAULTS}
+PAIRWISE_KINDS = {"api_key_env": "str?"}  # None: no key
 
 
 def as_messages(prompt: Any) -> list[dict[str, str]]:
@@ -114,20 +120,30 @@ async def round_robin_group(prompt: Any, texts: list[str], ground_truths: list[A
     return results
 
 
-def reference_of(ground_truth: Any) -> str:
-    if isinstance(ground_truth, str):
-        return ground_truth
-    if hasattr(ground_truth, "items"):
-        ref = dict(ground_truth.items()).get("reference")
-        if isinstance(ref, str):
-            return ref
-    raise ValueError(f"ground_truth: expected {{'reference': str}} or a string, got {ground_truth!r:.80}")
+def read_reference(ground_truth: Any) -> tuple[str | None, str]:
+    """(the reference answer, "") or (None, what is wrong): a non-blank string, or ``{"reference": str}``."""
+    fields = mapping(ground_truth)
+    ref = fields.get("reference") if fields is not None else ground_truth
+    if not isinstance(ref, str):
+        where = "ground_truth.reference" if fields is not None else "ground_truth"
+        return None, f"{where}: expected the reference answer as text, got {shown(ref)}"
+    if not ref.strip():
+        return None, "ground_truth.reference: blank"
+    return ref, ""
+
+
+def reference_problem(ground_truth: Any) -> str:
+    return read_reference(ground_truth)[1]
 
 
 async def reference_score(prompt: Any, text: str, ground_truth: Any, **kw: Any) -> dict[str, Any]:
-    """The candidate against the reference answer, both orders (see module docstring)."""
+    """The candidate against the reference answer, both orders (see module docstring). A ground truth without a
+    usable reference is a data error: score 0, no request sent, ``gold_error`` = 1."""
     weights = {**PAIRWISE_DEFAULTS, **kw}
-    reference = reference_of(ground_truth)
+    reference, _ = read_reference(ground_truth)
+    if reference is None:
+        return {"score": 0.0, "win_rate": 0.0, "n_judgments": 0, "n_parsed": 0, "consistency": 0.0,
+                "judge_failure_rate": 0.0, "judge_latency_s": 0.0, "gold_error": 1.0}
     messages = as_messages(prompt)
     text = text if isinstance(text, str) else ""
     (first, second), batch = await _judge_all(messages, [(text, reference), (reference, text)], weights)
@@ -135,12 +151,19 @@ async def reference_score(prompt: Any, text: str, ground_truth: Any, **kw: Any) 
     wins = first[1] * first[2] + ((1.0 - second[1]) if second[2] and second[0] != 0 else 0.0)
     agree = _agree(first[0], -second[0])
     return {"score": p, "win_rate": wins / 2, "n_judgments": 2, "n_parsed": int(first[2]) + int(second[2]),
-            "consistency": float(agree), "judge_failure_rate": batch.failure_rate, "judge_latency_s": batch.latency_s}
+            "consistency": float(agree), "judge_failure_rate": batch.failure_rate, "judge_latency_s": batch.latency_s,
+            "gold_error": 0.0}
 
 
 async def compute_score(data_source: str | None = None, solution_str: str = "", ground_truth: Any = None,
                         extra_info: dict | None = None, **kwargs: Any) -> dict[str, Any]:
-    """verl ``custom_reward_function`` (async; verl 0.9.1's reward managers await coroutine functions)."""
-    weights = {k: v for k, v in kwargs.items() if k in PAIRWISE_DEFAULTS}
+    """verl ``custom_reward_function`` (async; verl 0.9.1's reward managers await coroutine functions).
+
+    Every reward_kwargs entry must be a setting of :data:`PAIRWISE_DEFAULTS` with a usable value (checked as the
+    per-sample adapter checks its weights, ``thinkj.rewards.weights``); verl's own keywords and the base config's
+    ``preset`` (read by ``thinkj.rewards.verl``, not here) are set aside."""
+    settings = {k: v for k, v in kwargs.items() if k not in VERL_CALL_KWARGS and k != "preset"}
+    weights = check_weights("thinkj.rewards.pairwise_rm.compute_score", PAIRWISE_DEFAULTS, settings,
+                            kinds=PAIRWISE_KINDS, where=WHERE)
     prompt = (extra_info or {}).get("prompt") or (extra_info or {}).get("question") or ""
     return await reference_score(prompt, solution_str, ground_truth, **weights)

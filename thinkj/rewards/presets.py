@@ -1,8 +1,12 @@
 """What a reward is: the per-sample :class:`Preset` and the group-level :class:`GroupReward`.
 
 A preset is a pure function ``fn(text, ground_truth, **weights) -> dict`` plus its default weights. Changing a
-weight is an override (``w_str=0.0``), never a new function. Every preset returns the same keys for every input,
-so a verl batch can be stacked.
+weight is an override (``w_str=0.0``), never a new function; every override is checked by
+``thinkj.rewards.weights.check_weights`` (unknown names, non-finite, negative or non-numeric values fail with one
+line naming the reward, the weight and the known names). Every preset returns the same keys for every input,
+so a verl batch can be stacked, and never raises on a ground truth: a bad one is a data error the reward records
+(``gold_error`` = 1, see ``thinkj.rewards.gold``); ``gold_problem(gt)`` says what is wrong with one ("" when
+nothing is).
 
 A group reward is ``fn(prompt, texts, ground_truths, **weights) -> list[dict]`` (or a coroutine returning it), one
 dict per completion with the reward's fixed keys plus ``group_size`` and ``group_skipped``. The diversity guard
@@ -23,9 +27,16 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from thinkj.rewards.weights import RewardWeightError, check_weights
+
 RewardFn = Callable[..., dict[str, Any]]
 GroupFn = Callable[..., Any]
 GROUP_EXTRA_KEYS = ("group_size", "group_skipped")
+GoldCheck = Callable[[Any], str]
+
+
+def _no_gold(gt: Any) -> str:
+    return ""
 
 
 @dataclass(frozen=True)
@@ -35,13 +46,27 @@ class Preset:
     defaults: dict[str, Any] = field(default_factory=dict)
     description: str = ""
     template: str = "judge_strength_v2"  # the prompt whose answer format this reward expects
+    kinds: dict[str, str] = field(default_factory=dict)  # kind of a setting whose default does not show it
+    choices: dict[str, tuple[Any, ...]] = field(default_factory=dict)
+    gold_problem: GoldCheck = _no_gold  # what is wrong with a ground truth ("" when nothing is)
+
+    def weights(self, overrides: dict[str, Any] | None = None, *, where: str = "") -> dict[str, Any]:
+        """The defaults with ``overrides`` checked and applied; :class:`RewardWeightError` on a bad one."""
+        checked = check_weights(f"reward preset {self.name!r}", self.defaults, overrides or {}, kinds=self.kinds,
+                                choices=self.choices, where=where)
+        return {**self.defaults, **checked}
+
+    def bind(self, overrides: dict[str, Any] | None = None, *, where: str = "") -> RewardFn:
+        """``fn(text, ground_truth)`` with the overrides checked once, for adapters that score many samples."""
+        weights = self.weights(overrides, where=where)
+
+        def score(text: str, ground_truth: Any) -> dict[str, Any]:
+            return self.fn(text, ground_truth, **weights)
+
+        return score
 
     def __call__(self, text: str, ground_truth: Any, **overrides: Any) -> dict[str, Any]:
-        unknown = set(overrides) - set(self.defaults)
-        if unknown:
-            raise TypeError(f"reward preset {self.name!r} has no weight(s) {sorted(unknown)}; "
-                            f"known: {sorted(self.defaults)}")
-        return self.fn(text, ground_truth, **{**self.defaults, **overrides})
+        return self.fn(text, ground_truth, **self.weights(overrides))
 
 
 @dataclass(frozen=True)
@@ -52,16 +77,24 @@ class GroupReward:
     keys: tuple[str, ...] = ()
     description: str = ""
     min_unique_ratio: float = 0.0  # diversity guard; 0 switches it off
+    kinds: dict[str, str] = field(default_factory=dict)
+    choices: dict[str, tuple[Any, ...]] = field(default_factory=dict)
+    gold_problem: GoldCheck = _no_gold
 
-    def _weights(self, overrides: dict[str, Any]) -> dict[str, Any]:
-        unknown = set(overrides) - set(self.defaults) - {"min_unique_ratio"}
-        if unknown:
-            raise TypeError(f"group reward {self.name!r} has no weight(s) {sorted(unknown)}; known: {sorted(self.defaults)}")
-        return {**self.defaults, **overrides}
+    def weights(self, overrides: dict[str, Any] | None = None, *, where: str = "") -> dict[str, Any]:
+        """The defaults (and ``min_unique_ratio``) with ``overrides`` checked and applied."""
+        defaults = {**self.defaults, "min_unique_ratio": self.min_unique_ratio}
+        checked = check_weights(f"group reward {self.name!r}", defaults, overrides or {}, kinds=self.kinds,
+                                choices=self.choices, where=where)
+        ratio = checked.get("min_unique_ratio", self.min_unique_ratio)
+        if ratio > 1:  # above 1 every group would be skipped: no signal at all
+            raise RewardWeightError(f"{where or 'weight '}min_unique_ratio must be <= 1, got {ratio} "
+                                    f"(group reward {self.name!r})", weight="min_unique_ratio", detail="must be <= 1")
+        return {**defaults, **checked}
 
     async def ascore(self, prompt: Any, texts: list[str], ground_truths: list[Any], **overrides: Any) -> list[dict[str, Any]]:
-        weights = self._weights(overrides)
-        min_unique = float(weights.pop("min_unique_ratio", self.min_unique_ratio))
+        weights = self.weights(overrides)
+        min_unique = float(weights.pop("min_unique_ratio"))
         texts = [t if isinstance(t, str) else "" for t in texts]
         if not texts:
             return []

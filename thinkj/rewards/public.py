@@ -22,7 +22,9 @@ Ground truth: the public code takes a signed strength (-s: (a) better, +s: (b) b
 ours is ``{"label", "strength"}`` and maps onto it. Where the public code has no answer we decide, and say so:
 a tie gold (the public data has none) scores 0 for every output; a missing or 0 gold strength drops the
 |gold - N| / 8 term; a score that is not a finite number (a 400-digit literal) counts as not found, and a
-strength literal too long for ``int`` counts as out of range -- the public code would return NaN or raise.
+strength literal too long for ``int`` counts as out of range -- the public code would return NaN or raise; a bad
+ground truth (``thinkj.rewards.gold``) scores 0 when the label is unreadable and drops the |gold - N| / 8 term
+when only the strength is, with ``gold_error`` = 1 -- the public code would raise or misread it.
 The patterns here are rewritten so they run in linear time (the public margin pattern is quadratic on a long
 run of digits); they accept exactly the same texts.
 """
@@ -33,7 +35,8 @@ import math
 import re
 from typing import Any
 
-from thinkj.rewards.judge import _result, normalize_ground_truth
+from thinkj.rewards.gold import pair_gold
+from thinkj.rewards.judge import _result
 
 _COT = (("a", re.compile(r"Response \(a\) is better.")), ("b", re.compile(r"Response \(b\) is better.")))
 _STRENGTH = re.compile(r"Therefore, Response \((a|b)\) is better, and the strength is \[\[(\d+)\]\]\.")
@@ -45,20 +48,22 @@ _SCORE_2 = re.compile(rf"<Score 2>{_NUMBER}</Score 2>")
 
 def cot_public_reward(text: str, ground_truth: Any, *, unparsed_score: float = 0.5) -> dict[str, Any]:
     """reward_cot.py: 1 right, 0 wrong, ``unparsed_score`` (0.5) when neither verdict sentence is found."""
-    label, _ = normalize_ground_truth(ground_truth)
+    gold = pair_gold(ground_truth, strength=False)
+    label = gold.label
     text = text if isinstance(text, str) else ""
     judgement = "none"
     for choice, pattern in _COT:  # in order; a later match overwrites an earlier one
         if pattern.search(text):
             judgement = choice
-    if label == "tie":
+    if label not in ("a", "b"):  # a tie gold, or none readable: nothing to be right about
         score = 0.0
     elif judgement == label:
         score = 1.0
     else:
         score = unparsed_score if judgement == "none" else 0.0
-    right = label != "tie" and judgement == label
-    return _result(score, float(right), float(judgement != "none"), 0.0, judgement, None, label == "tie")
+    right = label in ("a", "b") and judgement == label
+    return _result(score, float(right), float(judgement != "none"), 0.0, judgement, None, label == "tie",
+                   bool(gold.error))
 
 
 def _strength_value(digits: str) -> int | None:
@@ -69,12 +74,13 @@ def _strength_value(digits: str) -> int | None:
 
 def strength_public_reward(text: str, ground_truth: Any) -> dict[str, Any]:
     """reward_strength.py: right direction 1 + strength term (-|gold - N| / 8, or -0.5 for N outside 1..3)."""
-    label, gold_strength = normalize_ground_truth(ground_truth)
+    gold = pair_gold(ground_truth)
+    label, gold_strength = gold.label, gold.strength
     match = _STRENGTH.search(text) if isinstance(text, str) else None
     if match is None:
-        return _result(0.0, 0.0, 0.0, 0.0, "none", None, label == "tie")
+        return _result(0.0, 0.0, 0.0, 0.0, "none", None, label == "tie", bool(gold.error))
     pred, strength = match.group(1), _strength_value(match.group(2))
-    right = label != "tie" and pred == label
+    right = label in ("a", "b") and pred == label
     term = 0.0
     if right:
         if strength not in (1, 2, 3):
@@ -83,7 +89,7 @@ def strength_public_reward(text: str, ground_truth: Any) -> dict[str, Any]:
             term = -abs(abs(gold_strength) - strength) / 8
     score = 1.0 + term if right else 0.0
     return _result(score, float(right), 1.0, term, pred, strength if strength is not None and strength < 10 ** 9
-                   else None, label == "tie")
+                   else None, label == "tie", bool(gold.error))
 
 
 def _public_scores(text: str) -> tuple[float, float] | None:
@@ -105,18 +111,20 @@ def _public_scores(text: str) -> tuple[float, float] | None:
 
 def margin_public_reward(text: str, ground_truth: Any) -> dict[str, Any]:
     """reward_score.py: right 1 + min(margin, 1), wrong or equal -min(margin, 1), no scores 0.5."""
-    label, _ = normalize_ground_truth(ground_truth)
+    gold = pair_gold(ground_truth, strength=False)
+    label, error = gold.label, bool(gold.error)
+    decided = label in ("a", "b")  # a tie gold, or none readable, scores 0 whatever the text
     scores = _public_scores(text) if isinstance(text, str) else None
     if scores is not None and not all(math.isfinite(s) for s in scores):
         scores = None  # the public code would return NaN for inf - inf
     if scores is None:
-        return _result(0.0 if label == "tie" else 0.5, 0.0, 0.0, 0.0, "none", None, label == "tie")
+        return _result(0.5 if decided else 0.0, 0.0, 0.0, 0.0, "none", None, label == "tie", error)
     first, second = scores
     pred = "a" if first > second else "b" if second > first else "tie"
     margin = min(abs(first - second) / 100, 1.0)
-    right = label != "tie" and pred == label
-    if label == "tie":
+    right = decided and pred == label
+    if not decided:
         score = 0.0
     else:
         score = margin + 1.0 if right else max(-abs(first - second) / 100, -1.0)
-    return _result(score, float(right), 1.0, margin if right else 0.0, pred, None, label == "tie")
+    return _result(score, float(right), 1.0, margin if right else 0.0, pred, None, label == "tie", error)

@@ -6,9 +6,11 @@ the Think-J ground truth from the columns ``label`` and (optionally) ``strength`
     from thinkj.rewards.trl import TRLReward
     trainer = GRPOTrainer(model=..., reward_funcs=[TRLReward("thinkj_llama", w_str=0.2)], ...)
 
-The last call's component averages are kept in ``last_metrics`` (accuracy, format, strength).
+The last call's component averages are kept in ``last_metrics`` (accuracy, format, strength, and gold_error: the
+share of rows whose ground truth was bad, ``thinkj.rewards.gold``; a bad row never raises).
 ``TRLPresetReward`` runs any per-sample preset on a ``ground_truth`` column (the seed presets' rows). The
-group-level adapter is ``thinkj.rewards.group.TRLGroupReward``.
+group-level adapter is ``thinkj.rewards.group.TRLGroupReward``. Both check their weights when built
+(``thinkj.rewards.weights``): an unknown name or a NaN, negative or non-numeric value fails before training.
 """
 
 from __future__ import annotations
@@ -33,7 +35,8 @@ def completion_text(completion: Any) -> str:
 class TRLReward:
     def __init__(self, preset: str = "thinkj_qwen", **weights: Any):
         self.preset = get_preset(preset)
-        self.weights = weights
+        self.weights = {k: v for k, v in self.preset.weights(weights).items() if k in weights}  # checked here
+        self._score = self.preset.bind(self.weights)
         self.__name__ = f"{preset}_reward"  # TRL names the logged reward column after this
         self.last_metrics: dict[str, float] = {}
 
@@ -43,10 +46,11 @@ class TRLReward:
         if label is None or len(label) != len(completions):
             raise ValueError("TRLReward needs a 'label' dataset column with one gold label per completion")
         strength = strength if strength is not None else [None] * len(completions)
-        results = [self.preset(completion_text(c), {"label": g, "strength": s}, **self.weights)
+        results = [self._score(completion_text(c), {"label": g, "strength": s})
                    for c, g, s in zip(completions, label, strength)]
         n = max(len(results), 1)
-        self.last_metrics = {k: sum(r[k] for r in results) / n for k in ("acc", "format", "strength")}
+        keys = [k for k in ("acc", "format", "strength", "gold_error") if not results or k in results[0]]
+        self.last_metrics = {k: sum(r[k] for r in results) / n for k in keys}
         return [r["score"] for r in results]
 
 
@@ -54,10 +58,9 @@ class TRLPresetReward:
     """A per-sample preset on a ``ground_truth`` column, as a TRL reward function."""
 
     def __init__(self, preset: str, **weights: Any):
-        self.preset, self.weights = get_preset(preset), weights
-        unknown = set(weights) - set(self.preset.defaults)
-        if unknown:
-            raise TypeError(f"reward preset {preset!r} has no weight(s) {sorted(unknown)}; known: {sorted(self.preset.defaults)}")
+        self.preset = get_preset(preset)
+        self.weights = {k: v for k, v in self.preset.weights(weights).items() if k in weights}  # checked here
+        self._score = self.preset.bind(self.weights)
         self.__name__ = f"{preset}_reward"
 
     def __call__(self, prompts: list | None = None, completions: list | None = None, ground_truth: list | None = None,
@@ -65,4 +68,4 @@ class TRLPresetReward:
         completions = completions or []
         if ground_truth is None or len(ground_truth) != len(completions):
             raise ThinkJError("per-sample preset needs a 'ground_truth' dataset column, one value per completion")
-        return [float(self.preset(completion_text(c), g, **self.weights)["score"]) for c, g in zip(completions, ground_truth)]
+        return [float(self._score(completion_text(c), g)["score"]) for c, g in zip(completions, ground_truth)]

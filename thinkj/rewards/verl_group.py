@@ -20,7 +20,11 @@ Overrides (on top of an ordinary GRPO command)::
     ++reward.custom_reward_function.reward_kwargs.group_wait_s=300   # optional
 
 ``group_size`` defaults to ``actor_rollout_ref.rollout.n``. The returned extra info has the preset's keys
-plus ``group_size`` and ``group_skipped`` for every sample, as verl requires.
+plus ``group_size`` and ``group_skipped`` for every sample, as verl requires. Every reward_kwargs entry is checked
+when the manager is built (``thinkj.rewards.verl.group_settings``): an unknown name, or a NaN, negative or
+non-numeric weight, stops verl at start-up with one line naming the group reward, the setting and the known
+names; ``preset`` (the per-sample adapter's key, set in configs/verl/base.yaml) is set aside. A bad ground truth
+is a data error the reward records (``gold_error``), never an exception.
 """
 
 from __future__ import annotations
@@ -32,9 +36,7 @@ from typing import Any
 from verl import DataProto
 from verl.experimental.reward_loop.reward_manager.base import RewardManagerBase
 
-from thinkj.rewards.registry import get_group_reward
-
-CONTROL_KEYS = ("group_preset", "group_size", "group_wait_s", "preset")  # "preset": the per-sample adapter's key
+from thinkj.rewards.verl import group_settings
 
 
 @dataclass
@@ -67,12 +69,9 @@ class GroupRewardManager(RewardManagerBase):
                              "must reach the same manager")
         fn_cfg = config.reward.custom_reward_function
         kwargs = dict(_plain(fn_cfg.get("reward_kwargs", None) or {}))
-        self.reward = get_group_reward(str(kwargs.get("group_preset", "xml_judge")))
-        size = kwargs.get("group_size") or config.actor_rollout_ref.rollout.n
-        self.group_size = max(int(size), 1)
-        self.wait_s = float(kwargs.get("group_wait_s", 300.0))
-        self.weights = {k: v for k, v in kwargs.items() if k not in CONTROL_KEYS}
-        self.reward._weights(dict(self.weights))  # a typo fails at start-up, not mid-run
+        # every setting checked here, at start-up: a typo or a NaN weight fails before the first rollout
+        self.reward, self.group_size, self.wait_s, self.weights = group_settings(
+            kwargs, rollout_n=int(config.actor_rollout_ref.rollout.n))
         self._pending: dict[str, _Pending] = {}
 
     async def run_single(self, data: DataProto) -> dict:

@@ -33,6 +33,9 @@ Tokens: ``n_i`` counts word pieces (runs of letters/digits, or single punctuatio
 stand-in; set the weight ``tokenizer`` to a tokenizer path or hub name (e.g. the policy's) to count that
 tokenizer's tokens instead (loaded once per process), or pass ``count_tokens`` from Python.
 
+Ground truth: only the label is read (``thinkj.rewards.gold``); an unreadable one scores 0 (nothing can be right)
+with ``gold_error`` = 1, and counts as a wrong answer in ``acc_S``, never an exception.
+
 Parsing never raises. The judgement is the content of the ``<judgement>`` tags (A or B, case-insensitive,
 surrounding whitespace ignored); several judgement tags that disagree count as no judgement.
 """
@@ -44,9 +47,9 @@ import re
 from collections.abc import Callable
 from typing import Any
 
-from thinkj.rewards.judge import normalize_ground_truth
+from thinkj.rewards.gold import pair_label
 
-XML_KEYS = ("score", "acc", "format", "length_bonus", "notes_tokens", "group_acc", "pred")
+XML_KEYS = ("score", "acc", "format", "length_bonus", "notes_tokens", "group_acc", "pred", "gold_error")
 
 # Linear time on any input (a 100 KB completion must not stall a reward worker): the judgement's content cannot
 # hold "<", so a greedy class then the closing tag never backtracks; notes are found with str.find, not a lazy
@@ -104,7 +107,8 @@ def xml_judge_reward(text: str, ground_truth: Any, *, power: float = 4.0, w_fmt:
                      target_tokens: float = 128, len_width: float = 128, group_acc: float | None = None,
                      tokenizer: str | None = None, count_tokens: Callable[[str], int] | None = None) -> dict[str, Any]:
     """Per-completion XML judge reward; see the module docstring for the formula."""
-    label, _ = normalize_ground_truth(ground_truth)
+    gold = pair_label(ground_truth)
+    label = gold.label
     choice, well_formed, notes = parse_xml_judgement(text)
     right = choice == label and label in ("a", "b")
     counter = count_tokens or (tokenizer_counter(str(tokenizer)) if tokenizer else word_pieces)
@@ -113,13 +117,13 @@ def xml_judge_reward(text: str, ground_truth: Any, *, power: float = 4.0, w_fmt:
     acc = 1.0 if group_acc is None else min(max(float(group_acc), 0.0), 1.0)
     score = (acc ** power + w_fmt * float(well_formed) + w_len * bonus) if right else 0.0
     return {"score": float(score), "acc": float(right), "format": float(well_formed), "length_bonus": float(bonus),
-            "notes_tokens": int(n_tokens), "group_acc": float(acc), "pred": choice}
+            "notes_tokens": int(n_tokens), "group_acc": float(acc), "pred": choice, "gold_error": float(bool(gold.error))}
 
 
 def xml_judge_group(texts: list[str], ground_truths: list[Any], **weights: Any) -> list[dict[str, Any]]:
     """Score one scoring set together: every completion gets ``group_acc`` = the set's accuracy."""
     weights.pop("group_acc", None)
-    labels = [normalize_ground_truth(gt)[0] for gt in ground_truths]
+    labels = [pair_label(gt).label for gt in ground_truths]
     rights = [parse_xml_judgement(t)[0] == g and g in ("a", "b") for t, g in zip(texts, labels)]
     acc = sum(rights) / len(rights) if rights else 0.0
     return [xml_judge_reward(t, gt, group_acc=acc, **weights) for t, gt in zip(texts, ground_truths)]
@@ -128,6 +132,7 @@ def xml_judge_group(texts: list[str], ground_truths: list[Any], **weights: Any) 
 XML_DEFAULTS: dict[str, Any] = {"power": 4.0, "w_fmt": 0.2, "w_len": 0.2, "target_tokens": 128, "len_width": 128,
                                 "tokenizer": None, "group_acc": None}
 XML_GROUP_DEFAULTS = {k: v for k, v in XML_DEFAULTS.items() if k != "group_acc"}  # the group sets group_acc itself
+XML_KINDS = {"group_acc": "float?", "tokenizer": "str?"}  # the settings whose default (None) does not show the kind
 
 
 def xml_judge_group_reward(prompt: Any, texts: list[str], ground_truths: list[Any], **weights: Any) -> list[dict[str, Any]]:
