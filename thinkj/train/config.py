@@ -22,6 +22,7 @@ from typing import Any
 
 import yaml
 
+from thinkj.atomic import write_text_atomic
 from thinkj.errors import ThinkJError
 from thinkj.paths import PROJECT_ROOT
 
@@ -39,16 +40,36 @@ class ConfigError(ThinkJError):
 
 
 def load_yaml(path: str | os.PathLike) -> dict[str, Any]:
+    """A flat ``key: value`` YAML file; a file that is not one fails in one line naming the file (and line or key)."""
     path = Path(path)
     if not path.exists():
         raise ConfigError(f"{path}: no such config file")
-    data = yaml.safe_load(path.read_text()) or {}
+    if path.is_dir():
+        raise ConfigError(f"{path}: is a folder, expected a YAML config file")
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+    except UnicodeDecodeError as err:
+        raise ConfigError(f"{path}: not UTF-8 text (byte {err.start}); a binary file?") from None
+    except yaml.YAMLError as err:
+        mark = getattr(err, "problem_mark", None)
+        where = f", line {mark.line + 1}" if mark is not None else ""
+        problem = " ".join(str(getattr(err, "problem", None) or err).split())
+        raise ConfigError(f"{path}{where}: not valid YAML ({problem})") from None
+    except RecursionError:
+        raise ConfigError(f"{path}: not valid YAML (nested too deeply)") from None
     if not isinstance(data, dict):
         raise ConfigError(f"{path}: a config must be a mapping of LlamaFactory arguments, got {type(data).__name__}")
     for key, value in data.items():
-        if isinstance(value, dict):
-            raise ConfigError(f"{path}: key {key!r} is nested; LlamaFactory configs are flat key: value files")
+        if not isinstance(key, str):
+            raise ConfigError(f"{path}: key {key!r} is not a name; LlamaFactory arguments are strings")
+        if isinstance(value, (dict, list)):
+            raise ConfigError(f"{path}: key {key!r} is nested; LlamaFactory configs are flat key: value files "
+                              "(a list is written as one comma-separated string)")
     return data
+
+
+# Profile keys whose value is a name or a path: a number, a boolean or null there is a mistake in the profile.
+_PROFILE_STRINGS = ("model_name_or_path", "template", "default_system", "thinkj_model")
 
 
 def _resolve_named(name_or_path: str | os.PathLike, directory: Path, what: str, path_ok: Callable[[Path], bool]) -> Path:
@@ -90,11 +111,17 @@ def generation_budget(profile: str | os.PathLike | None = None) -> int:
 def profile_settings(path: Path) -> dict[str, Any]:
     """A model profile's LlamaFactory keys; ``thinkj_model: NAME`` becomes the catalog model's converted folder."""
     data = load_yaml(path)
+    for key in _PROFILE_STRINGS:
+        if key in data and (not isinstance(data[key], str) or not data[key].strip()):
+            raise ConfigError(f"{path}: key {key!r} must be a non-empty string, got {data[key]!r}")
     name = data.pop("thinkj_model", None)
     if name is not None:
-        from thinkj.models import fetched_model_dir
+        from thinkj.models import MODELS, fetched_model_dir
 
-        data.setdefault("model_name_or_path", str(fetched_model_dir(str(name))))
+        if name not in MODELS:
+            raise ConfigError(f"{path}: key 'thinkj_model': unknown catalog model {name!r} (known: "
+                              f"{', '.join(sorted(MODELS))})")
+        data.setdefault("model_name_or_path", str(fetched_model_dir(name)))
     return data
 
 
@@ -226,7 +253,4 @@ def set_global_batch(config: dict[str, Any], target: int, world_size: int) -> di
 
 
 def save_config(config: dict[str, Any], path: str | os.PathLike) -> Path:
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(yaml.safe_dump(config, sort_keys=False))
-    return path
+    return write_text_atomic(path, yaml.safe_dump(config, sort_keys=False))
