@@ -93,6 +93,8 @@ def test_trl_adapters_record_bad_rows_and_log_their_share():
     scores = reward(prompts=["p"] * 9, completions=[RIGHT] * 9, label=labels, strength=strengths)
     assert scores == [2.0, 1.0, 1.0, 1.0, 2.0, 2.0, 2.0, 2.0, 2.0]  # thinkj_llama: no strength weight
     assert reward.last_metrics["gold_error"] == pytest.approx(8 / 9)
+    with pytest.raises(ValueError, match="'strength' column has 1 values for 2 completions"):  # no row dropped
+        reward(prompts=["p"] * 2, completions=[RIGHT] * 2, label=["a", "a"], strength=[2])
     for preset in sorted(PRESETS):
         bad = list(bad_ground_truths(preset).values())
         out = TRLPresetReward(preset)(completions=[TEXTS.get(preset, RIGHT)] * len(bad), ground_truth=bad)

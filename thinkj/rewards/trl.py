@@ -46,6 +46,9 @@ class TRLReward:
         if label is None or len(label) != len(completions):
             raise ValueError("TRLReward needs a 'label' dataset column with one gold label per completion")
         strength = strength if strength is not None else [None] * len(completions)
+        if len(strength) != len(completions):  # zip would drop the rows past the shorter column
+            raise ValueError(f"TRLReward: the 'strength' column has {len(strength)} values for {len(completions)} "
+                             "completions")
         results = [self._score(completion_text(c), {"label": g, "strength": s})
                    for c, g, s in zip(completions, label, strength)]
         n = max(len(results), 1)
