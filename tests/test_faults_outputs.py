@@ -138,3 +138,67 @@ def test_finished_run_is_not_reused_after_its_data_changed_in_place(tmp_path, ti
     assert again["inputs"]["data"] != summary["inputs"]["data"]
     marker = json.loads((out / DONE_MARKER).read_text())
     assert marker["inputs"] == again["inputs"] and not staging_dir(out).exists() and (out / "model").is_dir()
+
+
+def _lf_data(folder: Path) -> Path:
+    from thinkj.export.llamafactory import write_sft_dataset
+    from thinkj.offline.baselines import synthetic_judge_examples
+
+    write_sft_dataset(folder, "thinkj_judge_sft", synthetic_judge_examples(make_pairs(4, seed=5)))
+    return folder
+
+
+def _finished_lf_run(out: Path) -> dict[str, bytes]:
+    from thinkj.train.launch import DONE_FILE
+
+    files = {DONE_FILE: json.dumps({"kind": "sft", "planned": {"config": {"learning_rate": 1e-5}}}).encode(),
+             "model.safetensors": b"m" * 64, "train_config.yaml": b"learning_rate: 1.0e-05\n"}
+    for name, data in files.items():
+        (out / name).parent.mkdir(parents=True, exist_ok=True)
+        (out / name).write_bytes(data)
+    return files
+
+
+LF_STEPS = {"max_steps": 1, "per_device_train_batch_size": 2, "save_strategy": "no", "logging_steps": 1,
+            "cutoff_len": 512, "plot_loss": False, "report_to": "none"}
+
+
+@pytest.mark.parametrize("case", ["missing dataset_dir", "dataset not listed", "dataset file gone", "missing model"])
+@pytest.mark.parametrize("force", [False, True])
+def test_a_llamafactory_rerun_with_a_bad_input_leaves_the_finished_stage_alone(tmp_path, tiny_model_dir, case, force):
+    from thinkj.train.config import ConfigError
+    from thinkj.train.launch import run_stage
+
+    files = _finished_lf_run(tmp_path / "run" / "judge_sft")
+    data = _lf_data(tmp_path / "data")
+    overrides = {**LF_STEPS, "model_name_or_path": str(tiny_model_dir), "dataset_dir": str(data)}
+    if case == "missing dataset_dir":
+        overrides["dataset_dir"] = str(tmp_path / "dataa")
+    elif case == "dataset not listed":
+        overrides["dataset"] = "thinkj_judge_stf"
+    elif case == "dataset file gone":
+        next(p for p in data.iterdir() if p.name != "dataset_info.json").unlink()
+    elif case == "missing model":
+        overrides["model_name_or_path"] = str(tmp_path / "no_model")
+    with pytest.raises(ThinkJError) as raised:
+        run_stage("sft", "judge_sft", profile="tiny", overrides=overrides, run_dir=tmp_path / "run", device="cpu",
+                  force=force)
+    assert "\n" not in str(raised.value)
+    if case == "dataset not listed":
+        assert isinstance(raised.value, ConfigError) and "did you mean thinkj_judge_sft?" in str(raised.value)
+    assert _unchanged(tmp_path / "run" / "judge_sft", files)
+    assert not staging_dir(tmp_path / "run" / "judge_sft").exists()
+
+
+def test_checkpoints_of_an_interrupted_stage_with_another_config_are_not_resumed(tmp_path, tiny_model_dir):
+    """A checkpoint another config left behind would be resumed by LlamaFactory; it is removed, the stage trains."""
+    from thinkj.train.launch import DONE_FILE, STARTED_FILE, run_stage
+
+    out = tmp_path / "run" / "judge_sft"
+    (out / "checkpoint-9").mkdir(parents=True)
+    (out / "checkpoint-9" / "trainer_state.json").write_text("not a checkpoint of this run")
+    (out / STARTED_FILE).write_text(json.dumps({"planned": {"config": {"learning_rate": 1e-5}}}))
+    overrides = {**LF_STEPS, "model_name_or_path": str(tiny_model_dir), "dataset_dir": str(_lf_data(tmp_path / "data"))}
+    assert run_stage("sft", "judge_sft", profile="tiny", overrides=overrides, run_dir=tmp_path / "run",
+                     device="cpu") == out
+    assert (out / DONE_FILE).is_file() and not (out / "checkpoint-9").exists()

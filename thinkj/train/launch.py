@@ -3,9 +3,12 @@
     run_stage("sft", "judge_sft", profile="tiny", overrides=["dataset_dir=..."], run_dir="runs/x")
 
 The stage's outputs (model, logs, the merged config ``train_config.yaml`` and ``thinkj_train.json``) go to
-``<run_dir>/<name>/``, where ``name`` defaults to the stage YAML's file name. A finished output directory
-is not trained again (pass ``force=True``); an interrupted one resumes from its last checkpoint
-(LlamaFactory does that by itself when ``output_dir`` holds ``checkpoint-*`` folders).
+``<run_dir>/<name>/``, where ``name`` defaults to the stage YAML's file name. The model and the datasets are
+checked before anything there changes. A finished output directory is not trained again while its config and
+the content of its model and dataset files are the same (pass ``force=True``); with another config it is
+replaced only when the new run has finished beside it in ``<name>.next`` (:mod:`thinkj.staging`). An
+interrupted run resumes from its last checkpoint (LlamaFactory does that by itself when ``output_dir`` holds
+``checkpoint-*`` folders) -- only if it was started with the same config (``thinkj_train_started.json``).
 
 Multi-node runs read the usual torchrun variables: ``NNODES``, ``NODE_RANK``, ``MASTER_ADDR``,
 ``MASTER_PORT``, ``NPROC_PER_NODE`` (default: the GPUs visible on this node).
@@ -13,25 +16,30 @@ Multi-node runs read the usual torchrun variables: ``NNODES``, ``NODE_RANK``, ``
 
 from __future__ import annotations
 
+import difflib
 import json
 import os
 import shlex
+import shutil
 import subprocess
 import sys
 import time
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 import yaml
 
+from thinkj.fingerprint import file_sha256
 from thinkj.records import write_json
+from thinkj.staging import promote, restore, staging_dir
 from thinkj.train.config import ConfigError, build_config, for_cpu, global_batch, save_config, set_global_batch
 from thinkj.train.untie import has_tied_embeddings, untied_copy
 
 STAGE_KINDS = ("sft", "dpo", "rm")
 DONE_FILE = "thinkj_train.json"
+STARTED_FILE = "thinkj_train_started.json"  # what the run in this folder was started with (its checkpoints' config)
 CONFIG_FILE = "train_config.yaml"
 # Distributed settings read from the environment (same names as llamafactory-cli's torchrun launcher).
 DIST_ENV = ("NNODES", "NODE_RANK", "MASTER_ADDR", "MASTER_PORT", "NPROC_PER_NODE")
@@ -118,18 +126,10 @@ def is_finished(output_dir: str | os.PathLike) -> bool:
     return (Path(output_dir) / DONE_FILE).exists()
 
 
-HASHED_INPUT_BYTES = 16 << 20  # input files up to this size are fingerprinted by content, larger ones by size + mtime
-
-
 def _fingerprint(path: Path) -> list[Any]:
-    """Content hash for small files (datasets, configs: a stage that rewrites the same data keeps the cache), size and
-    mtime for large ones (weights: hashing 0.5-16 GB on every call costs more than it saves)."""
-    import hashlib
-
-    stat = path.stat()
-    if stat.st_size <= HASHED_INPUT_BYTES:
-        return [path.name, stat.st_size, hashlib.sha256(path.read_bytes()).hexdigest()]
-    return [path.name, stat.st_size, stat.st_mtime_ns]
+    """A file's name and content hash (:mod:`thinkj.fingerprint`, remembered for big files): a stage that rewrites
+    the same data keeps the finished run, and weights copied over with their old size and mtime do not."""
+    return [path.name, path.stat().st_size, file_sha256(path)]
 
 
 def _normalised(config: dict[str, Any]) -> Any:
@@ -144,42 +144,138 @@ def _normalised(config: dict[str, Any]) -> Any:
     return yaml.safe_load(yaml.safe_dump({"config": config, "inputs": inputs}, sort_keys=True))
 
 
+def _read_json(path: Path) -> dict[str, Any] | None:
+    try:
+        document = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None  # missing or damaged: proves nothing
+    return document if isinstance(document, dict) else None
+
+
 def finished_with(output_dir: str | os.PathLike, config: dict[str, Any]) -> bool:
     """Finished, and trained with exactly ``config`` (a run with other settings is stale, not a cache hit)."""
-    if not is_finished(output_dir):
+    record = _read_json(Path(output_dir) / DONE_FILE)
+    return record is not None and record.get("planned") == _normalised(config)
+
+
+def check_inputs(config: dict[str, Any]) -> None:
+    """The model and every dataset the stage names exist: checked before anything in the output folder changes."""
+    from thinkj.inference.identity import check_model_source
+
+    model = config.get("model_name_or_path")
+    if not model:
+        raise ConfigError("model_name_or_path is not set (pass --model PROFILE or model_name_or_path=...)")
+    check_model_source(str(model), what="model_name_or_path")
+    names = {key: [n.strip() for n in str(config.get(key) or "").split(",") if n.strip()]
+             for key in ("dataset", "eval_dataset")}
+    if config.get("do_train", True) and not names["dataset"]:
+        raise ConfigError("dataset is not set (the name of an entry in dataset_dir/dataset_info.json)")
+    folder = Path(str(config.get("dataset_dir") or "data"))
+    if str(folder) == "ONLINE":  # LlamaFactory's hub datasets
+        return
+    info_path = folder / "dataset_info.json"
+    if not folder.is_dir():
+        raise ConfigError(f"{folder}: dataset_dir does not exist")
+    if not info_path.is_file():
+        raise ConfigError(f"{info_path}: not found (dataset_dir must hold LlamaFactory's dataset_info.json)")
+    try:
+        info = json.loads(info_path.read_text(encoding="utf-8"))
+    except ValueError as err:
+        raise ConfigError(f"{info_path}: not valid JSON ({err})") from None
+    if not isinstance(info, dict):
+        raise ConfigError(f"{info_path}: expected a JSON object of dataset entries")
+    for key, listed in names.items():
+        for name in listed:
+            if name not in info:
+                close = difflib.get_close_matches(name, info, n=1)
+                raise ConfigError(f"{info_path}: {key} {name!r} is not listed" + (f" (did you mean {close[0]}?)" if close
+                                  else f" (listed: {', '.join(sorted(info)) or 'none'})"))
+            entry = info[name]
+            file_name = entry.get("file_name") if isinstance(entry, dict) else None
+            if file_name and not any(entry.get(k) for k in ("hf_hub_url", "ms_hub_url", "om_hub_url", "script_url")) \
+                    and not (folder / str(file_name)).exists():
+                raise ConfigError(f"{folder / str(file_name)}: the file of {key} {name!r} does not exist")
+
+
+def _resumable(work: Path, config: dict[str, Any], planned: Any) -> bool:
+    """Whether checkpoints in ``work`` belong to this very run (an interrupted one), so training may resume them."""
+    started = _read_json(work / STARTED_FILE)
+    if started is not None:
+        return started.get("planned") == planned
+    saved = work / CONFIG_FILE  # a run started before STARTED_FILE existed: its merged config says what it was
+    if not saved.is_file():
+        return True
+    try:
+        return yaml.safe_load(saved.read_text(encoding="utf-8")) == yaml.safe_load(yaml.safe_dump(config))
+    except yaml.YAMLError:
         return False
-    record = json.loads((Path(output_dir) / DONE_FILE).read_text())
-    return record.get("planned") == _normalised(config)
+
+
+def _started(work: Path) -> bool:
+    return (work / STARTED_FILE).exists() or (work / DONE_FILE).exists() or any(work.glob("checkpoint-*"))
+
+
+def _moved(config: dict[str, Any], src: Path, dst: Path) -> dict[str, Any]:
+    """``config`` with the paths under ``src`` (output_dir, an untied base model) moved under ``dst``."""
+    src_s, dst_s = str(src.resolve()), str(dst.resolve())
+    return {k: dst_s + v[len(src_s):] if isinstance(v, str) and (v == src_s or v.startswith(src_s + os.sep)) else v
+            for k, v in config.items()}
 
 
 def run_plan(plan: LaunchPlan, *, force: bool = False, dry_run: bool = False) -> Path:
-    """Write the merged config, then train (in-process on CPU, torchrun on GPU). Returns output_dir."""
+    """Write the merged config, then train (in-process on CPU, torchrun on GPU). Returns output_dir.
+
+    The model and datasets are checked before anything in the output folder changes. A finished run with the same
+    config and inputs is kept; one with another config (or ``force``) stays in place until its successor has
+    finished in ``<output_dir>.next`` (:mod:`thinkj.staging`). Checkpoints of an interrupted run with another
+    config are never resumed: they are removed when the new run starts.
+    """
     out = plan.output_dir
+    restore(out)
     if not force and finished_with(out, plan.config):
         print(f"[thinkj train] {out} is finished with this config ({DONE_FILE}); pass --force to train again",
               file=sys.stderr)
         return out
-    if not force and is_finished(out):
-        print(f"[thinkj train] {out} finished with another config: training again", file=sys.stderr)
-        force = True
-    config = dict(plan.config)
-    if force:
+    if not dry_run:
+        check_inputs(plan.config)
+    planned = _normalised(plan.config)  # the inputs now: files changed while training are not what it trained on
+    work = staging_dir(out) if is_finished(out) else out
+    if work != out:
+        if not force and finished_with(work, plan.config):
+            return promote(work, out)  # the successor had finished; its swap was interrupted
+        print(f"[thinkj train] {out} is finished with {'another config' if not force else 'this config (--force)'}: "
+              f"training in {work}, which replaces it when it finishes", file=sys.stderr)
+    config = _moved(plan.config, out, work)
+    command = [str((work / CONFIG_FILE).resolve()) if a == str((out / CONFIG_FILE).resolve()) else a
+               for a in plan.command] if plan.command is not None else None
+    plan = replace(plan, config=config, output_dir=work, command=command)
+    if dry_run:
+        # a dry run leaves a started run's files alone
+        target = work / (CONFIG_FILE if not _started(work) else "train_config.dry_run.yaml")
+        save_config(config, target)
+        print(f"[thinkj train] {plan.shell()} (dry run; merged config in {target})", file=sys.stderr)
+        return out
+
+    # Nothing was changed on disk before this line.
+    if force and work != out:
+        shutil.rmtree(work, ignore_errors=True)
+    if force or not _resumable(work, config, planned):
+        for checkpoint in work.glob("checkpoint-*"):  # another config's: resuming them would mix two runs
+            shutil.rmtree(checkpoint, ignore_errors=True)
+        (work / DONE_FILE).unlink(missing_ok=True)
         config["overwrite_output_dir"] = True
-        (out / DONE_FILE).unlink(missing_ok=True)
-    save_config(config, out / CONFIG_FILE)
+    work.mkdir(parents=True, exist_ok=True)
+    write_json(work / STARTED_FILE, {"planned": planned})
+    save_config(config, work / CONFIG_FILE)
     print(f"[thinkj train] {plan.kind} on {plan.device}: global batch = per_device_train_batch_size "
           f"{config.get('per_device_train_batch_size', 8)} x gradient_accumulation_steps "
           f"{config.get('gradient_accumulation_steps', 1)} x {plan.world_size} GPU(s) = "
           f"{global_batch(config, plan.world_size)}", file=sys.stderr)
     print(f"[thinkj train] {plan.shell()}", file=sys.stderr)
-    if dry_run:
-        return out
     if plan.kind == "rm" and has_tied_embeddings(config["model_name_or_path"]):
-        config["model_name_or_path"] = str(untied_copy(config["model_name_or_path"], out / "untied_base"))
-        save_config(config, out / CONFIG_FILE)
+        config["model_name_or_path"] = str(untied_copy(config["model_name_or_path"], work / "untied_base"))
+        save_config(config, work / CONFIG_FILE)
         print(f"[thinkj train] tied embeddings untied for the rm stage: {config['model_name_or_path']}", file=sys.stderr)
-    # fingerprint the inputs now: files changed while training must not be recorded as what it trained on
-    planned = _normalised(plan.config)
     start = time.monotonic()
     if plan.command is None:
         from thinkj.online.trl_compat import fix_trl_availability_flags
@@ -192,11 +288,13 @@ def run_plan(plan: LaunchPlan, *, force: bool = False, dry_run: bool = False) ->
         result = subprocess.run(plan.command, env={**os.environ, **plan.env})
         if result.returncode != 0:
             raise RuntimeError(f"`{plan.shell()}` failed with exit code {result.returncode}")
-    write_json(out / DONE_FILE, {
+    if work != out:
+        save_config(_moved(config, work, out), work / CONFIG_FILE)  # the paths it will have after the swap
+    write_json(work / DONE_FILE, {
         "kind": plan.kind, "device": plan.device, "world_size": plan.world_size,
         "seconds": round(time.monotonic() - start, 2), "command": plan.shell(),
         "global_batch": global_batch(config, plan.world_size), "planned": planned})
-    return out
+    return promote(work, out) if work != out else out
 
 
 def run_stage(kind: str, stage_config: str | os.PathLike, *, profile: str | None = None,
