@@ -46,6 +46,8 @@ def test_a_typo_in_a_verl_weight_fails_instead_of_training_with_the_default():
     assert isinstance(err.value, ThinkJError) and isinstance(err.value, TypeError)
     with pytest.raises(RewardWeightError, match="w_strr"):  # the default preset too
         compute_score("thinkj", RIGHT, GT, w_strr=0.0)
+    with pytest.raises(RewardWeightError, match=r"has no weight 'presett' \(did you mean 'preset'\?\)"):
+        compute_score("thinkj", RIGHT, GT, presett="thinkj_llama")  # a mistyped preset key would keep thinkj_qwen
 
 
 def test_verl_sets_aside_only_its_own_keywords():

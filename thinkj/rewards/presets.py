@@ -50,10 +50,11 @@ class Preset:
     choices: dict[str, tuple[Any, ...]] = field(default_factory=dict)
     gold_problem: GoldCheck = _no_gold  # what is wrong with a ground truth ("" when nothing is)
 
-    def weights(self, overrides: dict[str, Any] | None = None, *, where: str = "") -> dict[str, Any]:
+    def weights(self, overrides: dict[str, Any] | None = None, *, where: str = "",
+                also_known: tuple[str, ...] = ()) -> dict[str, Any]:
         """The defaults with ``overrides`` checked and applied; :class:`RewardWeightError` on a bad one."""
         checked = check_weights(f"reward preset {self.name!r}", self.defaults, overrides or {}, kinds=self.kinds,
-                                choices=self.choices, where=where)
+                                choices=self.choices, where=where, also_known=also_known)
         return {**self.defaults, **checked}
 
     def bind(self, overrides: dict[str, Any] | None = None, *, where: str = "") -> RewardFn:
@@ -81,11 +82,12 @@ class GroupReward:
     choices: dict[str, tuple[Any, ...]] = field(default_factory=dict)
     gold_problem: GoldCheck = _no_gold
 
-    def weights(self, overrides: dict[str, Any] | None = None, *, where: str = "") -> dict[str, Any]:
+    def weights(self, overrides: dict[str, Any] | None = None, *, where: str = "",
+                also_known: tuple[str, ...] = ()) -> dict[str, Any]:
         """The defaults (and ``min_unique_ratio``) with ``overrides`` checked and applied."""
         defaults = {**self.defaults, "min_unique_ratio": self.min_unique_ratio}
         checked = check_weights(f"group reward {self.name!r}", defaults, overrides or {}, kinds=self.kinds,
-                                choices=self.choices, where=where)
+                                choices=self.choices, where=where, also_known=also_known)
         ratio = checked.get("min_unique_ratio", self.min_unique_ratio)
         if ratio > 1:  # above 1 every group would be skipped: no signal at all
             raise RewardWeightError(f"{where or 'weight '}min_unique_ratio must be <= 1, got {ratio} "

@@ -52,7 +52,7 @@ def preset_settings(kwargs: Mapping[str, Any]) -> tuple[Preset, dict[str, Any]]:
             "reward.reward_manager.module.path=pkg://thinkj.rewards.verl_group "
             "reward.reward_manager.name=GroupRewardManager (docs/reward_presets.md), or drop the key",
             weight=group_keys[0], detail="needs the group reward manager")
-    return preset, preset.weights(settings, where=WHERE)
+    return preset, preset.weights(settings, where=WHERE, also_known=("preset", *GROUP_KEYS))
 
 
 def check_reward_kwargs(reward_kwargs: Mapping[str, Any] | None, *, group_manager: bool = False) -> None:
@@ -83,7 +83,7 @@ def group_settings(kwargs: Mapping[str, Any], *, rollout_n: int) -> tuple[Any, i
     if problem or wait <= 0:
         raise RewardWeightError(f"{WHERE}group_wait_s {problem or 'must be > 0'} (group reward {name!r})",
                                 weight="group_wait_s", detail=problem)
-    weights = reward.weights(settings, where=WHERE)
+    weights = reward.weights(settings, where=WHERE, also_known=("preset", *GROUP_KEYS))
     weights = {k: v for k, v in weights.items() if k in settings}  # only the overrides go on to ascore
     return reward, int(size), float(wait), weights
 

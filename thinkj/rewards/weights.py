@@ -136,17 +136,18 @@ def _noun(kind: str) -> str:
 
 def check_weights(owner: str, defaults: Mapping[str, Any], overrides: Mapping[str, Any], *,
                   kinds: Mapping[str, str] | None = None, choices: Mapping[str, tuple[Any, ...]] | None = None,
-                  where: str = "") -> dict[str, Any]:
+                  where: str = "", also_known: Iterable[str] = ()) -> dict[str, Any]:
     """``overrides`` checked against ``defaults`` (see the module docstring) and returned as the reward should see
     them. ``owner`` names the reward (``reward preset 'thinkj_qwen'``); ``where`` prefixes the setting's name in
-    the message (``--set ``, ``reward.custom_reward_function.reward_kwargs.``)."""
+    the message (``--set ``, ``reward.custom_reward_function.reward_kwargs.``); ``also_known`` are the adapter's own
+    keys (``preset``, ``group_preset``), offered as "did you mean" for a near miss."""
     kinds, choices = kinds or {}, choices or {}
     known = ", ".join(sorted(defaults)) or "none"
     out: dict[str, Any] = {}
     for name, value in overrides.items():
         if name not in defaults:
             prefix = f"{where}{name}: " if where else ""
-            raise RewardWeightError(f"{prefix}{owner} has no weight {name!r}{suggestion(name, defaults)}; "
+            raise RewardWeightError(f"{prefix}{owner} has no weight {name!r}{suggestion(name, [*defaults, *also_known])}; "
                                     f"its weights: {known}", weight=str(name), detail="is not a weight of the reward")
         checked, problem = check_value(name, value, defaults[name], kinds.get(name), choices.get(name))
         if problem:
