@@ -438,3 +438,20 @@ def test_dev_full_stream_writers_are_one_line(monkeypatch, capsys):
         exit_on_user_error(unnamed_writer)
     err = capsys.readouterr().err
     assert stop.value.code == 2 and err.strip() == "error: a write failed: No space left on device", err
+
+
+def test_full_disk_verl_parquet_keeps_the_previous_file(disk):
+    """The verl export writes its parquet under its own temp name and renames it whole; a full disk is one line."""
+    from thinkj.atomic import WriteError
+    from thinkj.export.verl import write_verl_parquet
+
+    target = disk.root / "rl.parquet"
+    write_verl_parquet(target, make_pairs(2, seed=0))
+    before = target.read_bytes()
+    disk.fill()
+    pairs = make_pairs(200, seed=1)
+    for pair in pairs:  # text that does not compress: the write needs far more than the disk has
+        pair.response_a = os.urandom(600).hex()
+    with pytest.raises(WriteError, match=rf"^{target}: cannot write \(No space left on device\)"):
+        write_verl_parquet(target, pairs)
+    assert target.read_bytes() == before and disk.files() == ["rl.parquet"]

@@ -10,11 +10,11 @@ vLLM can load it. The same seed gives byte-identical files.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable
 from pathlib import Path
 
 from thinkj.errors import ThinkJError
+from thinkj.records import write_json
 
 SPECIAL_TOKENS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
 THINK_TOKENS = ["<think>", "</think>"]  # ordinary added tokens: they survive skip_special_tokens
@@ -102,10 +102,9 @@ def build_tiny_model(out_dir: str | Path, seed: int = 0, *, hidden_size: int = 1
                                                do_sample=False, max_new_tokens=256)
     model.save_pretrained(out)
     tokenizer.save_pretrained(out)
-    (out / "thinkj_tiny.json").write_text(json.dumps({"seed": seed, "hidden_size": hidden_size,
-                                                      "num_layers": num_layers, "vocab_size": len(tokenizer),
-                                                      "parameters": sum(p.numel() for p in model.parameters())},
-                                                     indent=1))
+    write_json(out / "thinkj_tiny.json", {"seed": seed, "hidden_size": hidden_size, "num_layers": num_layers,
+                                          "vocab_size": len(tokenizer),
+                                          "parameters": sum(p.numel() for p in model.parameters())})
     return out
 
 

@@ -170,7 +170,7 @@ def run_dedup(in_path: str | os.PathLike, out_path: str | os.PathLike, *, thresh
             else np.zeros((0, 1), dtype=np.float32)
         emb_path.parent.mkdir(parents=True, exist_ok=True)
         np.save(emb_path, vectors)
-        meta_path.write_text(json.dumps(meta))
+        write_json(meta_path, meta)
     kept = greedy_dedup(vectors, threshold, show_progress=True)
     write_jsonl(out_path, (pairs[i] for i in kept))
     kept_set = set(kept.tolist())

@@ -10,12 +10,12 @@ length inside it), then each benchmark is recorded and scored from the cache wit
 
 from __future__ import annotations
 
-import json
 import os
 from pathlib import Path
 from typing import Any
 
 from thinkj.paths import PROJECT_ROOT
+from thinkj.records import write_json
 
 # Sizes are the plan's (eval_pairs, rmbench_items, autoj_items, eval_max_new_tokens, eval_batch). The tiny plan judges
 # 100 held-out pairs + 1 RM-Bench item x 9 comparisons + 6 Auto-J pairs per model, both orders.
@@ -91,7 +91,7 @@ def evaluate(ctx) -> dict[str, Any]:
             ctx.artifacts.setdefault("judgments", {}).setdefault(row, {})[bench] = out / f"{bench}.judgments.jsonl"
             document = results_document(cfg, records, source)
             path = out / f"{bench}.results.json"
-            path.write_text(json.dumps(document, indent=1, ensure_ascii=False) + "\n")
+            write_json(path, document)
             results[row][bench] = path
             metrics = document["metrics"]
             headline = {"synthetic": "accuracy", "rmbench": "overall", "autoj": "agreement"}[bench]

