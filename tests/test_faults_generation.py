@@ -51,7 +51,8 @@ class FaultServer:
     ``ok``: a judge answer in the paper's format, fixed per (prompt, seed) -- some right, some wrong -- and, for a
     critic prompt, the side it is told. ``500``; ``401`` (not retried); ``garbage`` (status 200, an HTML body);
     ``not_chat`` (status 200, JSON that is no chat completion); ``null_content`` (a chat completion without any
-    text); ``hang`` (no answer within the client's timeout); ``drop`` (the connection closed without a response).
+    text); ``hang`` (no answer within the client's timeout); ``drop`` (the connection closed without a response);
+    ``mute``: no fault, an answer that names no side.
     ``failing`` limits the fault to the prompts it selects; ``requests`` counts calls per prompt text.
     """
 
@@ -88,7 +89,7 @@ class FaultServer:
             raise asyncio.CancelledError
         told = _TOLD.search(content)
         choice = told.group(1) if told else "ab"[_digest(content, body.get("seed", 0)) % 2]
-        text = None if mode == "null_content" else judge_output("Compared both.", choice, 2)
+        text = {"null_content": None, "mute": "I cannot decide."}.get(mode, judge_output("Compared both.", choice, 2))
         return web.json_response({"id": "x", "object": "chat.completion", "model": body["model"],
                                   "choices": [{"index": 0, "finish_reason": "stop",
                                                "message": {"role": "assistant", "content": text}}]})
@@ -435,3 +436,21 @@ def test_baseline_rejection_sampling_with_a_failing_server_exits_non_zero(tmp_pa
     assert code == 1 and "12 of 12 generation calls failed after retries" in _error_line(err)
     summary = json.loads((tmp_path / "b" / "summary.json").read_text())
     assert summary["rejection_sampling"]["items with a failed call"] == 6 and summary["thinkj_rs_sft"] == 0
+
+
+@pytest.mark.parametrize("mode", ["500", "mute"])
+def test_offline_iterations_stop_before_dpo_when_no_pair_is_kept(mode, tmp_path, data, capsys, monkeypatch):
+    """Failed calls, or answers from which no pair can be built: the stage fails in one line and DPO never runs."""
+    from thinkj.offline import iterate
+
+    trained = []
+    monkeypatch.setattr(iterate, "run_stage", lambda *a, **kw: trained.append(a))
+    with FaultServer() as server:
+        server.mode = mode
+        args = []
+        for key, value in {"base_url": server.url, **FAST}.items():
+            args += ["--backend-arg", f"{key}={str(value).lower() if isinstance(value, bool) else value}"]
+        code, err = _thinkj(capsys, "train", "offline", "--pairs", str(data), "--judge", "judge", "--critic", "judge",
+                            "--model", "tiny", "--run-dir", str(tmp_path / "run"), "--backend", "openai", *args)
+    expected = "6 of 6 generation calls failed" if mode == "500" else "iteration 1: no DPO pairs were kept"
+    assert code == 1 and expected in _error_line(err) and trained == []

@@ -18,7 +18,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from thinkj.errors import ThinkJError
+from thinkj.errors import StageIncomplete, ThinkJError
 from thinkj.offline.build import DPO_DATASET, build_critic_pairs
 from thinkj.records import PreferencePair, write_json
 from thinkj.train.config import parse_overrides
@@ -44,9 +44,9 @@ def run_offline_iterations(pairs: str | Path | list[PreferencePair], init_model:
         it = iteration_dir(run_dir, k)
         data = build_critic_pairs(pairs, judge, critic_model, it / "data", dataset=DPO_DATASET,
                                   **{"profile": profile, **(pair_kwargs or {})})
-        if data["pairs"] == 0:
-            raise RuntimeError(f"iteration {k}: no DPO pairs were kept -- see {it / 'data' / 'summary.json'} "
-                               f"for why (counts: {data['counts']})")
+        if data["pairs"] == 0:  # a stage that keeps nothing is not done: DPO on no pairs is no training
+            raise StageIncomplete(f"iteration {k}: no DPO pairs were kept -- see {it / 'data' / 'summary.json'} "
+                                  f"for why (counts: {data['counts']})")
         # The judge being improved is also DPO's reference model (LlamaFactory copies it when ref_model is unset).
         model = run_stage("dpo", stage_config, profile=profile, run_dir=it, name="model", device=device, force=force,
                           overrides={**extra, "model_name_or_path": str(judge), "dataset": DPO_DATASET,
