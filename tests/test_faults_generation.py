@@ -272,6 +272,21 @@ def test_eval_rerun_asks_only_for_the_failed_calls(tmp_path, data, capsys):
     assert _results(tmp_path / "run")["complete"] is True
 
 
+def test_after_a_whole_batch_failed_the_rest_is_not_sent(tmp_path, data, capsys):
+    with FaultServer() as server:
+        server.mode = "500"
+        code, err = _eval(capsys, data, server.url, tmp_path / "run", "--chunk", "4")  # 8 calls, then 4
+        assert code == 1 and "12 of 12 generation calls failed after retries (first error: HTTP 500" in _error_line(err)
+        assert len(server.requests) == 8  # the second chunk's prompts never reached the dead server
+        records = [json.loads(line) for line in (tmp_path / "run" / "synthetic.judgments.jsonl").read_text().splitlines()]
+        assert sum(r["error"].startswith("not sent: all 8 calls of an earlier batch") for r in records) == 4
+        server.mode = "ok"
+        assert _eval(capsys, data, server.url, tmp_path / "run", "--chunk", "4")[0] == 0
+        assert _eval(capsys, data, server.url, tmp_path / "fresh")[0] == 0
+    assert _results(tmp_path / "run")["complete"] is True
+    assert _results(tmp_path / "run")["metrics"] == _results(tmp_path / "fresh")["metrics"]
+
+
 def test_eval_score_of_failed_records_is_incomplete(tmp_path, data, capsys):
     with FaultServer() as server:
         server.mode = "garbage"

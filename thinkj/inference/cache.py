@@ -87,13 +87,23 @@ class ResultCache:
             self._db.close()
 
 
+OUTAGE_MIN_CALLS = 8  # a batch this large that fails whole is a server that is down, not a few bad prompts
+
+
 class CachedBackend:
-    """Wrap any backend: only (conversation, sample index) pairs missing from the cache are generated."""
+    """Wrap any backend: only (conversation, sample index) pairs missing from the cache are generated.
+
+    Once a batch of at least ``OUTAGE_MIN_CALLS`` fresh calls came back with every call failed (a server that is
+    down or broken), the calls of later batches are not sent: they come back as :class:`FailedCall` saying so
+    (answers already cached are still served), so a stage meets its failure rule in one batch's time instead of
+    retrying every remaining call against a dead server. Nothing is cached for them; a rerun asks again.
+    """
 
     def __init__(self, backend: InferenceBackend, cache: ResultCache, tag: str = "", identity: str | None = None):
         self.backend, self.cache, self.tag = backend, cache, tag
         self.name = backend.name
         self.hits = self.misses = self.failures = 0
+        self.outage: str | None = None  # why later calls are not sent, once a whole batch failed
         self.records_itself = records_itself = hasattr(backend, "cache")
         # A backend that keys its own records (HTTP: a served model name) is keyed on that name, so the keys agree.
         self.identity = identity or (backend.name if records_itself else
@@ -119,18 +129,29 @@ class CachedBackend:
         results: list[list[Output | None]] = [[self._get(k) for k in row] for row in keys]
         todo = [i for i, row in enumerate(results) if any(text is None for text in row)]
         self.hits += sum(t is not None for row in results for t in row)
-        if todo:
+        if todo and self.outage is not None:
+            for i in todo:
+                for k, text in enumerate(results[i]):
+                    if text is None:
+                        self.failures += 1
+                        results[i][k] = FailedCall(f"not sent: {self.outage}")
+        elif todo:
             # Sampling is seeded per call, so generate the full n for an incomplete conversation and keep only
             # the missing indices: cached samples are never replaced.
             fresh = self.backend.generate([conversations[i] for i in todo], replace(params))
+            sent = failed = 0
+            first = ""
             for i, samples in zip(todo, fresh):
                 for k, text in enumerate(samples):
                     if results[i][k] is not None:
                         continue
+                    sent += 1
                     if isinstance(text, FailedCall):
                         self.failures += 1
+                        failed += 1
                         self.cache.put_failure(keys[i][k], text.error, text.attempts)
                         results[i][k] = text
+                        first = first or " ".join(text.error.split())[:200]
                         continue
                     if not isinstance(text, str):
                         raise TypeError(f"backend {self.name!r} returned {type(text).__name__}, not text or FailedCall")
@@ -138,10 +159,14 @@ class CachedBackend:
                         else None
                     if error is not None:  # a backend that records its own failures and returned a stand-in text
                         self.failures += 1
+                        failed += 1
                         results[i][k] = FailedCall(error)
+                        first = first or " ".join(error.split())[:200]
                         continue
                     if self.cache.get(keys[i][k]) is None:
                         self.cache.put(keys[i][k], text)
                     results[i][k] = text
                     self.misses += 1
+            if sent >= OUTAGE_MIN_CALLS and failed == sent:
+                self.outage = f"all {sent} calls of an earlier batch to {self.name!r} failed (first error: {first})"
         return results  # type: ignore[return-value]
