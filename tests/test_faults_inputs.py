@@ -68,6 +68,8 @@ def _files(tmp: Path) -> dict[str, Path]:
     (tmp / "binary_profile.yaml").write_bytes(b"\xff\xfe\x00model")
     (tmp / "catalog_profile.yaml").write_text("thinkj_model: smolm2\n")
     (tmp / "path_profile.yaml").write_text("model_name_or_path: 5\ntemplate: qwen\n")
+    (tmp / "twice_profile.yaml").write_text("model_name_or_path: x\nmax_new_tokens: 96\nmax_new_tokens: 4096\n")
+    (tmp / "bigint_profile.yaml").write_text("model_name_or_path: x\nmax_new_tokens: " + "9" * 5000 + "\n")
     write_jsonl(tmp / "pairs.jsonl", make_pairs(3, seed=0))
     (tmp / "grid_scalar.yaml").write_text("name: s\ngrid: 5\nsteps: [echo]\nresults: r.json\n")
     (tmp / "settings_list.yaml").write_text("name: s\nsettings: [a, b]\nsteps: [echo]\nresults: r.json\n")
@@ -190,6 +192,12 @@ CASES = [
     ("binary profile", "thinkj", ["eval", "run", "rewardbench", "--model", "{folder}", "--profile",
                                   "{binary_profile_yaml}", "--out", "{outdir}"], "binary_profile.yaml: not UTF-8",
      "{outdir}"),
+    ("profile key written twice", "thinkj", ["eval", "run", "rewardbench", "--model", "{folder}", "--profile",
+                                             "{twice_profile_yaml}", "--out", "{outdir}"],
+     "twice_profile.yaml, line 3: not valid YAML: the key 'max_new_tokens' is written twice", "{outdir}"),
+    ("profile 5,000-digit integer", "thinkj", ["eval", "run", "rewardbench", "--model", "{folder}", "--profile",
+                                               "{bigint_profile_yaml}", "--out", "{outdir}"],
+     "bigint_profile.yaml: not a usable document: an integer longer", "{outdir}"),
     ("unknown profile name", "thinkj", ["eval", "run", "rewardbench", "--model", "{folder}", "--profile", "qwen9",
                                         "--out", "{outdir}"], "no model profile 'qwen9'", "{outdir}"),
     # unknown benchmarks
@@ -208,6 +216,11 @@ CASES = [
      "positional.yaml, field 'steps[0]': positional placeholder", "{outdir}"),
     ("sweep unknown placeholder", "thinkj", ["sweep", "{unknown_placeholder_yaml}", "--sweep-dir", "{outdir}"],
      "unknown_placeholder.yaml, field 'steps[0]': {nosuch} names no setting", "{outdir}"),
+    ("sweep --set 5,000-digit integer", "thinkj", ["sweep", "experiments/table8.yaml", "--set", "w_acc=" + "1" * 5000,
+                                                   "--sweep-dir", "{outdir}"],
+     "the value is not a usable document: an integer longer", "{outdir}"),
+    ("sweep --set deeply nested", "thinkj", ["sweep", "experiments/table8.yaml", "--set", "w_str=" + "[" * 5000,
+                                             "--sweep-dir", "{outdir}"], "the value is not valid YAML", "{outdir}"),
     ("sweep --set emptying a grid axis", "thinkj", ["sweep", "experiments/table8.yaml", "--set", "w_str=[]",
                                                     "--sweep-dir", "{outdir}"],
      "table8.yaml, field 'grid.w_str': a grid axis needs at least one value", "{outdir}"),

@@ -265,6 +265,16 @@ BAD_SPECS = [
      "unknown benchmark 'rewardbnch'"),
     ("table_spec rows not grid axes", _GOOD + "table_spec: {rows: [w], columns: [{benchmark: synthetic, "
      "header: A, path: [accuracy]}]}\n", "table_spec.rows", "must name grid axes"),
+    ("empty spec", "", None, "is empty, expected a sweep spec"),
+    ("key written twice", _GOOD + "settings: {v: 2}\n", None, "line 5: not valid YAML: the key 'settings' is written "
+     "twice"),
+    ("setting written twice", _GOOD.replace("{w: 1}", "{w: 1, w: 2}"), None, "the key 'w' is written twice"),
+    ("alias bomb", _GOOD + "description: &a [x, x, x, x, x, x, x, x, x, x]\n" + "".join(
+        f"x{i}: &{chr(98 + i)} [{', '.join(['*' + chr(97 + i)] * 10)}]\n" for i in range(6)), None,
+     "more than 1,000,000 values"),
+    ("self-referencing alias", _GOOD.replace("{w: 1}", "&s {w: [*s]}"), None, "nested deeper than 100 levels"),
+    ("5,000-digit integer", _GOOD.replace("{w: 1}", "{w: " + "1" * 5000 + "}"), None,
+     "an integer longer than Python's limit"),
     ("eval step with an unknown benchmark", _GOOD.replace("echo {w}", "thinkj eval run rewardbnch --model m"),
      "steps[0]", "thinkj eval run 'rewardbnch': unknown benchmark"),
 ]

@@ -44,10 +44,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from thinkj.errors import ThinkJError
 from thinkj.records import RecordError
+from thinkj.yaml_strict import parse_yaml, read_yaml
 
 SPEC_KEYS = {"name", "description", "table", "table_spec", "settings", "grid", "runs", "tags", "steps", "results", "name_keys"}
 # Values every template gets from the runner; a setting of one of these names would be silently hidden.
@@ -87,18 +86,10 @@ class SweepSpec:
 def _read_yaml(path: Path) -> Any:
     if not path.exists():
         raise FileNotFoundError(f"sweep spec {path} does not exist")
-    if path.is_dir():
-        raise RecordError("is a folder, expected a sweep spec YAML file", path=path)
-    try:
-        return yaml.safe_load(path.read_text(encoding="utf-8"))
-    except UnicodeDecodeError as err:
-        raise RecordError(f"not UTF-8 text (byte {err.start}); a binary file?", path=path) from None
-    except yaml.YAMLError as err:
-        mark = getattr(err, "problem_mark", None)
-        problem = " ".join(str(getattr(err, "problem", None) or err).split())
-        raise RecordError(f"not valid YAML: {problem}", path=path, line=None if mark is None else mark.line + 1) from None
-    except RecursionError:
-        raise RecordError("not valid YAML: nested too deeply", path=path) from None
+    data = read_yaml(path)  # a duplicate key, a runaway alias, an overlong integer: one line naming the file
+    if data is None:
+        raise RecordError("is empty, expected a sweep spec (name, steps, results, ...)", path=path)
+    return data
 
 
 def load_spec(path: str | Path, overrides: dict[str, Any] | None = None) -> SweepSpec:
@@ -287,10 +278,10 @@ def parse_overrides(items: list[str] | None) -> dict[str, Any]:
         if not sep or not key.strip():
             raise ThinkJError(f"--set {item!r}: expected key=value")
         try:
-            out[key.strip()] = yaml.safe_load(value)
-        except yaml.YAMLError as err:
-            problem = " ".join(str(getattr(err, "problem", None) or err).split())
-            raise ThinkJError(f"--set {item!r}: the value is not valid YAML ({problem})") from None
+            out[key.strip()] = parse_yaml(value)
+        except RecordError as err:
+            shown = item if len(item) <= 80 else f"{item[:60]}…"
+            raise ThinkJError(f"--set {shown!r}: the value is {err}") from None
     return out
 
 

@@ -25,6 +25,8 @@ import yaml
 from thinkj.atomic import write_text_atomic
 from thinkj.errors import ThinkJError
 from thinkj.paths import PROJECT_ROOT
+from thinkj.records import RecordError
+from thinkj.yaml_strict import read_yaml
 
 CONFIG_DIR = PROJECT_ROOT / "configs"
 STAGE_DIR = CONFIG_DIR / "llamafactory"
@@ -44,19 +46,10 @@ def load_yaml(path: str | os.PathLike) -> dict[str, Any]:
     path = Path(path)
     if not path.exists():
         raise ConfigError(f"{path}: no such config file")
-    if path.is_dir():
-        raise ConfigError(f"{path}: is a folder, expected a YAML config file")
-    try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
-    except UnicodeDecodeError as err:
-        raise ConfigError(f"{path}: not UTF-8 text (byte {err.start}); a binary file?") from None
-    except yaml.YAMLError as err:
-        mark = getattr(err, "problem_mark", None)
-        where = f", line {mark.line + 1}" if mark is not None else ""
-        problem = " ".join(str(getattr(err, "problem", None) or err).split())
-        raise ConfigError(f"{path}{where}: not valid YAML ({problem})") from None
-    except RecursionError:
-        raise ConfigError(f"{path}: not valid YAML (nested too deeply)") from None
+    try:  # a syntax error, a key written twice, a runaway alias: one line naming the file and line
+        data = read_yaml(path) or {}
+    except RecordError as err:
+        raise ConfigError(str(err)) from None
     if not isinstance(data, dict):
         raise ConfigError(f"{path}: a config must be a mapping of LlamaFactory arguments, got {type(data).__name__}")
     for key, value in data.items():
