@@ -95,7 +95,8 @@ def staged_dir(out_dir: str | os.PathLike) -> Iterator[Path]:
     out_dir = Path(out_dir)
     stage = out_dir / f".staged.{os.getpid()}.{uuid.uuid4().hex[:8]}.tmp"
     try:
-        stage.mkdir(parents=True)
+        out_dir.mkdir(parents=True, exist_ok=True)  # an --out that is a file fails here, naming --out
+        stage.mkdir()
         yield stage
         files = sorted(p for p in stage.iterdir() if p.is_file())
         for file in files:

@@ -31,12 +31,14 @@ def sweep(spec_path: Path = typer.Argument(..., metavar="SPEC", help="experiment
           ray_address: str = typer.Option(None, help="Ray dashboard address for `ray job submit` [$RAY_ADDRESS]"),
           table_only: bool = typer.Option(False, help="do not launch anything; fill the table from finished runs")) -> None:
     """Expand SPEC into runs, launch the unfinished ones, collect results JSON and fill the table."""
+    from thinkj.checks import check_output_dir
     from thinkj.sweep.runner import run_sweep
     from thinkj.sweep.spec import expand, load_spec, parse_overrides
     from thinkj.sweep.table import fill_table
 
     spec = load_spec(spec_path, parse_overrides(set_))
     sweep_dir = sweep_dir or Path("runs/sweeps") / spec.name
+    check_output_dir("--sweep-dir", sweep_dir)
     mode = "print" if dry_run else launcher
     summary = {"runs": [r.name for r in expand(spec, sweep_dir)]} if table_only else \
         run_sweep(spec, sweep_dir, mode, only=only, ray_address=ray_address)

@@ -48,6 +48,10 @@ def tables(
         raise typer.BadParameter(f"no table {', '.join(unknown)}; the paper has Tables 1-11", param_hint="TABLES")
     if not keys:
         raise typer.BadParameter("name at least one table (e.g. 4) or use --list", param_hint="TABLES")
+    if out is not None:
+        from thinkj.checks import check_output_dir
+
+        check_output_dir("--out", out)  # before any results are read
     found = collect_results(sources) if sources else []
     typer.echo(f"{len(found)} results file(s) read", err=True)
     for key in keys:
