@@ -16,6 +16,7 @@ import hashlib
 import os
 import sqlite3
 import time
+from collections.abc import Callable
 from contextlib import closing, suppress
 from pathlib import Path
 
@@ -88,15 +89,18 @@ def file_sha256(path: str | os.PathLike) -> str:
     return found
 
 
-def tree_sha256(path: str | os.PathLike, *, recursive: bool = True) -> str:
-    """One sha256 over a folder's files (relative names and contents); a file's own hash for a file."""
+def tree_sha256(path: str | os.PathLike, *, recursive: bool = True, ignore: Callable[[str], bool] | None = None) -> str:
+    """One sha256 over a folder's files (relative names and contents), leaving out those whose relative name
+    ``ignore`` accepts; a file's own hash for a file."""
     path = Path(path)
     if not path.is_dir():
         return file_sha256(path)
     files = sorted(p for p in (path.rglob("*") if recursive else path.iterdir()) if p.is_file())
     digest = hashlib.sha256()
     for file in files:
-        digest.update(f"{file.relative_to(path).as_posix()}\0{file_sha256(file)}\n".encode())
+        name = file.relative_to(path).as_posix()
+        if ignore is None or not ignore(name):
+            digest.update(f"{name}\0{file_sha256(file)}\n".encode())
     return digest.hexdigest()
 
 

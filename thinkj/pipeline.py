@@ -12,24 +12,30 @@ judge SFT (+ critic SFT for offline) -> offline critic-guided DPO or online RL (
 each benchmark -> tables.
 
 Every setting is an environment variable; ``DEFAULTS`` below lists each with its default and why. All of them
-are checked before stage 1 (``validate``): a bad one fails in one line naming the variable.
+are checked before stage 1 (``validate``): a bad one fails in one line naming the variable, and so does a
+variable that looks like a setting but is none (``W_STRR``, any unknown ``W_*``, ``BENCHMARK``: "did you mean
+…?") -- ignored, it would run the default as if it were the ablation asked for.
 
 Done means a completion record: when a stage's command exits 0 and its output exists, the pipeline writes
-``<stage folder>/<stage>.done.json`` (the settings the stage depends on, its command, counts) as the stage's
-last act, by temp file + rename. Only that record makes a rerun skip the stage -- not the output file, nor an
-engine's checkpoint marker (verl writes ``latest_checkpointed_iteration.txt`` at every save, so a crash at
-step 50 left a "finished" half-trained model). A record made with other settings is never reused silently:
-the reward preset, algorithm and weight overrides name the online run's folder (``W_STR=0.0`` is a new run
-beside the default one), and any other difference (source, model profile, limits, …) stops the run naming
-the setting. ``SEED`` reaches every seeded stage (difficulty sampling, LlamaFactory training, offline pair
-generation, verl, evaluation) and sits in their records, so a finished stage is never reused under another seed;
-unset, each stage keeps its own default seed (``STAGE_SEEDS``). The engines resume inside an unfinished stage
-(cached generations, verl / LlamaFactory checkpoints). A failed stage stops the run with its name and log
-file (``<RUN_DIR>/logs/<stage>.log``). See docs/runs.md.
+``<stage folder>/<stage>.done.json`` (the settings the stage depends on, the sha256 of the content of every
+local file or folder it read -- a local source, the previous stage's output, the model profile and training
+config, the model it starts from --, its command, counts) as the stage's last act, by temp file + rename.
+Only that record makes a rerun skip the stage -- not the output file, nor an engine's checkpoint marker (verl
+writes ``latest_checkpointed_iteration.txt`` at every save, so a crash at step 50 left a "finished"
+half-trained model). A record made with other settings is never reused silently: the reward preset,
+algorithm and weight overrides name the online run's folder (``W_STR=0.0`` is a new run beside the default
+one), and any other difference (source, model profile, limits, …) stops the run naming the setting; so does
+an input whose content changed since (a source file edited in place). ``SEED`` reaches every seeded stage
+(difficulty sampling, LlamaFactory training, offline pair generation, verl, evaluation) and sits in their
+records, so a finished stage is never reused under another seed; unset, each stage keeps its own default seed
+(``STAGE_SEEDS``). The engines resume inside an unfinished stage (cached generations, verl / LlamaFactory
+checkpoints). A failed stage stops the run with its name and log file (``<RUN_DIR>/logs/<stage>.log``).
+See docs/runs.md.
 """
 
 from __future__ import annotations
 
+import difflib
 import json
 import math
 import os
@@ -38,11 +44,14 @@ import shutil
 import subprocess
 import sys
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from thinkj.errors import ThinkJError, exit_on_user_error
+from thinkj.fingerprint import tree_sha256
 from thinkj.records import write_json
+from thinkj.staging import promote
 
 # name -> (default, what it is). Model-specific defaults come from the thin per-model scripts.
 DEFAULTS: dict[str, tuple[str, str]] = {
@@ -55,6 +64,8 @@ DEFAULTS: dict[str, tuple[str, str]] = {
     "SOURCE_LIMIT": ("", "keep the first N pairs [all]"),
     "JUDGE_BACKEND": ("vllm", "inference backend for difficulty filtering and evaluation: vllm | hf"),
     "TP": ("1", "vLLM tensor_parallel_size (32B: 4)"),
+    "DIFFICULTY_MAX_NEW_TOKENS": ("", "generation budget per judgment of the difficulty filter [MODEL_PROFILE's "
+                                      "max_new_tokens]; lower it for a judge whose context is shorter"),
     "DEDUP_MODEL": ("hkunlp/instructor-large", "embedding model of the diversity filter (paper: instructor-large)"),
     "DEDUP_THRESHOLD": ("0.9", "cosine similarity at or above which a pair is a duplicate"),
     "TEACHER_MODEL": ("deepseek-reasoner", "R1 teacher for the thinking traces"),
@@ -83,7 +94,7 @@ DEFAULTS: dict[str, tuple[str, str]] = {
 # SEED enters at difficulty, the first seeded stage; every later stage depends on it through that one.
 STAGE_SETTINGS: dict[str, tuple[str, ...]] = {
     "load": ("TRAIN_SOURCE", "SOURCE_LOCATION", "SOURCE_LIMIT"),
-    "difficulty": ("MODEL_PROFILE", "JUDGE_BACKEND", "SEED"),
+    "difficulty": ("MODEL_PROFILE", "JUDGE_BACKEND", "SEED", "DIFFICULTY_MAX_NEW_TOKENS"),
     "dedup": ("DEDUP_MODEL", "DEDUP_THRESHOLD"),
     "traces": ("TEACHER_MODEL", "TEACHER_URL"),
     "offline": ("OFFLINE_ITERATIONS",),
@@ -117,6 +128,7 @@ class Stage:
     argv: list[str]
     output: Path          # what the stage makes (checked to exist before its completion record is written)
     settings: dict[str, str] = field(default_factory=dict)  # what the output depends on (this stage and earlier)
+    inputs: dict[str, Path] = field(default_factory=dict)  # role -> local file or folder it reads (content in its record)
 
     @property
     def line(self) -> str:
@@ -129,9 +141,29 @@ class Stage:
         return folder / f"{self.name}.done.json"
 
 
-def settings(env: dict[str, str] | None = None) -> dict[str, str]:
-    """Resolve every setting from the environment (empty or unset -> the default)."""
+# Reward weight overrides: the only W_* settings (an unknown W_* is a typo, never ignored).
+WEIGHT_SETTINGS = ("W_ACC", "W_FMT", "W_STR")
+
+
+def check_names(env: Mapping[str, str]) -> None:
+    """Refuse an environment variable that looks like a setting but is none: an unknown ``W_*``, a known name in
+    other letter case, or a name close to a known one (``W_STRR``, ``BENCHMARK``). Ignoring it would run the
+    default silently -- an ablation that is not one."""
+    for name in env:
+        upper = name.upper()
+        if name in DEFAULTS:
+            continue
+        close = [upper] if upper in DEFAULTS else difflib.get_close_matches(upper, DEFAULTS, n=1, cutoff=0.83)
+        if close or upper.startswith("W_"):
+            hint = f"did you mean {close[0]}?" if close else f"the reward weights are {', '.join(WEIGHT_SETTINGS)}"
+            raise ThinkJError(f"{name}: not a setting of the pipeline ({hint}); "
+                              "`python -m thinkj.pipeline --print-env` lists them")
+
+
+def settings(env: Mapping[str, str] | None = None) -> dict[str, str]:
+    """Resolve every setting from the environment (empty or unset -> the default); a misspelt one is an error."""
     env = os.environ if env is None else env
+    check_names(env)
     values = {k: (env.get(k) or d) for k, (d, _) in DEFAULTS.items()}
     seeded = f"_seed{values['SEED']}" if values["SEED"] else ""
     values["RUN_DIR"] = values["RUN_DIR"] or f"runs/{values['MODEL_PROFILE']}{seeded}"
@@ -177,7 +209,7 @@ def validate(s: dict[str, str]) -> None:
     _one_of("REWARD_PRESET", s["REWARD_PRESET"], sorted(PRESETS))
     for name in ("TP", "NNODES", "GPUS_PER_NODE", "OFFLINE_ITERATIONS", "MAX_NEW_TOKENS"):
         _positive_int(name, s[name])
-    for name in ("SOURCE_LIMIT", "EVAL_LIMIT"):
+    for name in ("SOURCE_LIMIT", "EVAL_LIMIT", "DIFFICULTY_MAX_NEW_TOKENS"):
         if s[name]:
             _positive_int(name, s[name])
     if s["SEED"] and (not s["SEED"].isdigit() or int(s["SEED"]) >= 2**32):
@@ -186,9 +218,10 @@ def validate(s: dict[str, str]) -> None:
     if not 0 < threshold <= 1:
         raise ThinkJError(f"DEDUP_THRESHOLD={s['DEDUP_THRESHOLD']!r}: must be in (0, 1]")
     defaults = PRESETS.lookup(s["REWARD_PRESET"]).defaults
-    for name in ("W_ACC", "W_FMT", "W_STR"):
+    for name in WEIGHT_SETTINGS:
         if s[name]:
-            _finite(name, s[name])
+            if _finite(name, s[name]) < 0:
+                raise ThinkJError(f"{name}={s[name]!r}: a reward weight must be >= 0")
             if name.lower() not in defaults:
                 raise ThinkJError(f"{name}={s[name]!r}: reward preset {s['REWARD_PRESET']!r} has no weight "
                                   f"{name.lower()} (its weights: {', '.join(sorted(defaults)) or 'none'})")
@@ -211,7 +244,7 @@ def validate(s: dict[str, str]) -> None:
 
 def online_folder(s: dict[str, str]) -> str:
     """The online run's folder: algorithm, preset and weight overrides, so changing one makes a new run."""
-    overrides = "".join(f"_{n.lower()}{s[n]}" for n in ("W_ACC", "W_FMT", "W_STR") if s[n])
+    overrides = "".join(f"_{n.lower()}{s[n]}" for n in WEIGHT_SETTINGS if s[n])
     return f"online_{s['RL_ALGO']}_{s['REWARD_PRESET']}{overrides}"
 
 
@@ -224,7 +257,7 @@ def _with_settings(stages: list[Stage], s: dict[str, str]) -> list[Stage]:
         seen.update({name: s[name] for name in STAGE_SETTINGS.get(kind, ())})
         if kind == "eval":
             seen["BENCHMARK"] = stage.name[len("eval_"):]
-        out.append(Stage(stage.name, stage.argv, stage.output, dict(seen)))
+        out.append(Stage(stage.name, stage.argv, stage.output, dict(seen), stage.inputs))
         seen.pop("BENCHMARK", None)
     return out
 
@@ -237,45 +270,61 @@ def plan(s: dict[str, str]) -> list[Stage]:
     source, hard, kept = data / "source.jsonl", data / "difficulty" / "kept.jsonl", data / "dedup" / "kept.jsonl"
     traces, clipped, seed = data / "traces" / "traces.jsonl", data / "clip" / "clipped.jsonl", data / "seed_set"
     hub = _profile_hub_id(s["MODEL_PROFILE"])
+    profile = _profile_path(s["MODEL_PROFILE"])
+    budget = s["DIFFICULTY_MAX_NEW_TOKENS"] or str(_profile_budget(s["MODEL_PROFILE"]))
+    lf_config = CONFIGS / "llamafactory"
     tp = ["--tp", s["TP"]] if s["JUDGE_BACKEND"] == "vllm" else []
     # unset SEED passes nothing: each stage keeps its own default (STAGE_SEEDS)
     seed_opt, lf_seed = _opt("--seed", s["SEED"]), [f"seed={s['SEED']}"] if s["SEED"] else []
+    # A local SOURCE_LOCATION is an input whose content the load stage's record keeps; a hub name is not local.
+    local_source = {"source": Path(s["SOURCE_LOCATION"])} if s["SOURCE_LOCATION"] else {}
+    judge_sft = train / "judge_sft"
     stages = [
         Stage("load", [py, "-m", "data_prep.load_source", s["TRAIN_SOURCE"], "--out", str(source),
-                       *_opt("--location", s["SOURCE_LOCATION"]), *_opt("--limit", s["SOURCE_LIMIT"])], source),
+                       *_opt("--location", s["SOURCE_LOCATION"]), *_opt("--limit", s["SOURCE_LIMIT"])], source,
+              inputs=local_source),
         Stage("difficulty", [py, "-m", "data_prep.difficulty", "--in", str(source), "--out", str(hard), "--model", hub,
-                             "--backend", s["JUDGE_BACKEND"], *tp, "--k", "3", "--temperature", "1.0", *seed_opt],
-              hard),
+                             "--backend", s["JUDGE_BACKEND"], *tp, "--k", "3", "--temperature", "1.0",
+                             "--max-new-tokens", budget, *seed_opt],
+              hard, inputs={"pairs": source, "profile": profile}),
         Stage("dedup", [py, "-m", "data_prep.dedup", "--in", str(hard), "--out", str(kept), "--model", s["DEDUP_MODEL"],
-                        "--threshold", s["DEDUP_THRESHOLD"]], kept),
+                        "--threshold", s["DEDUP_THRESHOLD"]], kept, inputs={"pairs": hard}),
         Stage("traces", ["thinkj", "data", "traces", str(kept), str(traces), "--model", s["TEACHER_MODEL"],
-                         "--base-url", s["TEACHER_URL"], "--api-key-env", s["TEACHER_KEY_ENV"]], traces),
-        Stage("clip", ["thinkj", "data", "clip", str(traces), str(clipped), "--tokenizer", hub], clipped),
-        Stage("seed_set", ["thinkj", "data", "seed-set", str(clipped), str(seed)], seed / "dataset_info.json"),
+                         "--base-url", s["TEACHER_URL"], "--api-key-env", s["TEACHER_KEY_ENV"]], traces,
+              inputs={"pairs": kept}),
+        Stage("clip", ["thinkj", "data", "clip", str(traces), str(clipped), "--tokenizer", hub], clipped,
+              inputs={"traces": traces, "profile": profile}),
+        Stage("seed_set", ["thinkj", "data", "seed-set", str(clipped), str(seed)], seed / "dataset_info.json",
+              inputs={"clipped": clipped}),
         Stage("judge_sft", ["thinkj", "train", "sft", "judge_sft", "--model", s["MODEL_PROFILE"], "--run-dir", str(train),
-                            f"dataset_dir={seed}", *lf_seed], train / "judge_sft" / "thinkj_train.json"),
+                            f"dataset_dir={seed}", *lf_seed], judge_sft / "thinkj_train.json",
+              inputs={"dataset": seed, "profile": profile, "config": lf_config / "judge_sft.yaml"}),
     ]
-    judge_sft = train / "judge_sft"
     if s["LEARNING"] == "offline":
         k = s["OFFLINE_ITERATIONS"]
+        critic = train / "critic_sft"
         stages += [
             Stage("critic_sft", ["thinkj", "train", "sft", "critic_sft", "--model", s["MODEL_PROFILE"], "--run-dir",
-                                 str(train), f"dataset_dir={seed}", *lf_seed], train / "critic_sft" / "thinkj_train.json"),
+                                 str(train), f"dataset_dir={seed}", *lf_seed], critic / "thinkj_train.json",
+                  inputs={"dataset": seed, "profile": profile, "config": lf_config / "critic_sft.yaml"}),
             Stage("offline", ["thinkj", "train", "offline", "--pairs", str(seed / "rl_pairs.jsonl"), "--judge", str(judge_sft),
-                              "--critic", str(train / "critic_sft"), "--iterations", k, "--model", s["MODEL_PROFILE"],
+                              "--critic", str(critic), "--iterations", k, "--model", s["MODEL_PROFILE"],
                               "--run-dir", str(train), "--backend", s["JUDGE_BACKEND"], *seed_opt, *lf_seed],
-                  train / "offline" / "iterations.json"),
+                  train / "offline" / "iterations.json",
+                  inputs={"pairs": seed / "rl_pairs.jsonl", "judge": judge_sft, "critic": critic, "profile": profile,
+                          "config": lf_config / "dpo.yaml"}),
         ]
         final, method = train / "offline" / f"iter_{k}" / "model", "offline (Critic-guided)"
     else:
         online = train / online_folder(s)
-        weights = [x for name in ("W_ACC", "W_FMT", "W_STR") if s[name] for x in ("--weight", f"{name.lower()}={s[name]}")]
+        weights = [x for name in WEIGHT_SETTINGS if s[name] for x in ("--weight", f"{name.lower()}={s[name]}")]
         verl_seed = verl_seed_overrides(int(s["SEED"])) if s["SEED"] else []
         stages += [
             Stage("online", ["thinkj", "train", "rl", "--engine", "verl", "--algo", s["RL_ALGO"], "--model", str(judge_sft),
                              "--data", str(seed / "rl.parquet"), "--out", str(online), "--preset", s["REWARD_PRESET"],
                              *weights, "--nnodes", s["NNODES"], "--gpus-per-node", s["GPUS_PER_NODE"], *verl_seed],
-                  online / "checkpoints"),
+                  online / "checkpoints",
+                  inputs={"data": seed / "rl.parquet", "judge": judge_sft, "config": _verl_config(s["RL_ALGO"])}),
             Stage("merge", [py, "-m", "thinkj.pipeline", "merge-verl", str(online / "checkpoints"), str(online / "hf")],
                   online / "hf" / "config.json"),
         ]
@@ -294,7 +343,7 @@ def plan(s: dict[str, str]) -> list[Stage]:
                                               *seed_opt,
                                               *(["--backend-arg", f"tensor_parallel_size={s['TP']}"]
                                                 if s["JUDGE_BACKEND"] == "vllm" else [])],
-                            evals / bench / f"{bench}.results.json"))
+                            evals / bench / f"{bench}.results.json", inputs={"model": final}))
     tables = run / "tables"
     stages.append(Stage("tables", ["thinkj", "tables", *s["TABLES"].split(), "--results", str(run / "eval"),
                                    "--out", str(tables)], tables / f"table{s['TABLES'].split()[-1]}.md"))
@@ -308,15 +357,35 @@ def verl_seed_overrides(seed: int) -> list[str]:
     return seed_overrides(seed)
 
 
+CONFIGS = Path(__file__).resolve().parent.parent / "configs"
+
+
+def _profile_path(profile: str) -> Path:
+    path = CONFIGS / "models" / f"{profile}.yaml"
+    if not path.is_file():
+        raise ThinkJError(f"MODEL_PROFILE={profile!r}: no {path}")
+    return path
+
+
 def _profile_hub_id(profile: str) -> str:
     """The hub id in configs/models/<profile>.yaml (the judge being filtered for, the clip tokenizer)."""
     from thinkj.train.config import profile_settings
 
-    path = Path(__file__).resolve().parent.parent / "configs" / "models" / f"{profile}.yaml"
-    if not path.is_file():
-        raise ThinkJError(f"MODEL_PROFILE={profile!r}: no {path}")
     # profile_settings: a catalog model (thinkj_model: smollm2) becomes its converted folder
-    return str(profile_settings(path)["model_name_or_path"])
+    return str(profile_settings(_profile_path(profile))["model_name_or_path"])
+
+
+def _profile_budget(profile: str) -> int:
+    """The profile's ``max_new_tokens``: the difficulty filter's budget unless DIFFICULTY_MAX_NEW_TOKENS is set."""
+    from thinkj.train.config import generation_budget
+
+    return generation_budget(_profile_path(profile))
+
+
+def _verl_config(algo: str) -> Path:
+    from thinkj.online.verl_launch import ALGOS
+
+    return CONFIGS / "verl" / f"{ALGOS[algo]}.yaml"
 
 
 def merge_verl(checkpoints: Path, out: Path) -> None:
@@ -331,8 +400,7 @@ def merge_verl(checkpoints: Path, out: Path) -> None:
     proc = subprocess.run(["bash", str(script), str(actor), str(tmp)])
     if proc.returncode != 0:
         raise StageFailed(f"merging {actor} into {out} failed (exit {proc.returncode})")
-    shutil.rmtree(out, ignore_errors=True)
-    os.replace(tmp, out)  # a half-merged folder never sits under the final name
+    promote(tmp, out)  # a half-merged folder never sits under the final name; the old one goes only after the swap
 
 
 def _counts(output: Path) -> dict[str, object]:
@@ -353,10 +421,26 @@ def _counts(output: Path) -> dict[str, object]:
     return counts
 
 
-def write_record(stage: Stage) -> Path:
-    """The stage's last act: its completion record (settings, command, counts), by temp file + rename."""
-    record = {"stage": stage.name, "settings": stage.settings, "argv": stage.argv, "output": str(stage.output),
-              "counts": _counts(stage.output), "finished": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+def input_fingerprints(stage: Stage) -> dict[str, str | None]:
+    """What each local input of the stage holds: ``sha256:…`` of a file's bytes, or of the top-level files of a
+    folder (a model, a dataset folder; a source folder with all its files), ``None`` when nothing is there.
+    The pipeline's own completion records in a folder are not its content."""
+    return {role: f"sha256:{tree_sha256(path, recursive=role == 'source', ignore=_is_record)}" if path.exists()
+            else None for role, path in stage.inputs.items()}
+
+
+def _is_record(name: str) -> bool:
+    return name.endswith(".done.json")
+
+
+def write_record(stage: Stage, inputs: dict[str, str | None] | None = None) -> Path:
+    """The stage's last act: its completion record (settings, inputs' content, command, counts), by temp file +
+    rename. ``inputs`` are the fingerprints taken when the stage started (now, when not given)."""
+    record = {"stage": stage.name, "settings": stage.settings,
+              "inputs": input_fingerprints(stage) if inputs is None else inputs,
+              "paths": {role: str(path) for role, path in stage.inputs.items()}, "argv": stage.argv,
+              "output": str(stage.output), "counts": _counts(stage.output),
+              "finished": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
     return write_json(stage.record, record)
 
 
@@ -366,15 +450,32 @@ def is_done(stage: Stage) -> bool:
     if not stage.record.is_file():
         return False
     try:
-        before = json.loads(stage.record.read_text(encoding="utf-8")).get("settings", {})
-    except ValueError:
+        record = json.loads(stage.record.read_text(encoding="utf-8"))
+        before = record.get("settings", {})
+    except (ValueError, AttributeError):
         return False  # a damaged record is not a completion record
+    redo = "use another RUN_DIR, or delete that record to redo the stage and everything after it"
     changed = [f"{k}={before.get(k, '')!r} then, {stage.settings.get(k, '')!r} now"
                for k in sorted(set(before) | set(stage.settings)) if before.get(k, "") != stage.settings.get(k, "")]
     if changed:
         raise ThinkJError(f"{stage.record}: stage {stage.name} was done with other settings ({'; '.join(changed)}): "
-                          "use another RUN_DIR, or delete that record to redo the stage and everything after it")
+                          f"{redo}")
+    then = record.get("inputs")
+    if then is None:  # recorded before inputs were fingerprinted: its settings are all it can be checked on
+        return True
+    if not isinstance(then, dict):
+        return False  # damaged
+    now = input_fingerprints(stage)
+    changed = [f"{stage.inputs.get(role, role)} {_short(then.get(role))} then, {_short(now.get(role))} now"
+               for role in sorted(set(then) | set(now)) if then.get(role) != now.get(role)]
+    if changed:
+        raise ThinkJError(f"{stage.record}: stage {stage.name} was done on other input content ({'; '.join(changed)}): "
+                          f"{redo}")
     return True
+
+
+def _short(fingerprint: str | None) -> str:
+    return "missing" if fingerprint is None else fingerprint[:19] + "…"
 
 
 def _run_logged(argv: list[str], log: Path) -> int:
@@ -410,12 +511,13 @@ def run_pipeline(s: dict[str, str], out=sys.stdout) -> list[str]:
         if not dry:
             argv = [sys.executable if stage.argv[0] == "python" else stage.argv[0], *stage.argv[1:]]
             log = Path(s["RUN_DIR"]) / "logs" / f"{stage.name}.log"
+            inputs = input_fingerprints(stage)  # what the stage starts from, not what its inputs became meanwhile
             status = _run_logged(argv, log)
             if status != 0:
                 raise StageFailed(f"stage {stage.name} failed (exit {status}); its log: {log}")
             if not stage.output.exists():
                 raise StageFailed(f"stage {stage.name} exited 0 but did not write {stage.output}; its log: {log}")
-            write_record(stage)
+            write_record(stage, inputs)
         ran.append(stage.name)
     return ran
 
