@@ -65,6 +65,10 @@ def main(argv: list[str] | None = None) -> dict:
                                  limit=args.limit, skip_invalid=args.skip_invalid, column_map=column_map,
                                  strength_column=args.strength_column, scores_file=args.scores_file,
                                  strength_thresholds=thresholds, source_name=args.source_name)
+    if not pairs:  # a source that yields nothing is a mistake (wrong file, wrong kind), not an empty stage done
+        first = f"; the first: {summary.errors[0]}" if summary.errors else ""
+        raise ThinkJError(f"{summary.location}: no valid pairs ({summary.rows} rows read, {summary.skipped} "
+                          f"skipped{first}); nothing written")
     out = Path(args.out)
     write_jsonl(out, pairs)
     report = {"stage": "source", "output": str(out), **summary.to_dict()}

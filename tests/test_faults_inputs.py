@@ -55,6 +55,7 @@ def _files(tmp: Path) -> dict[str, Path]:
     (tmp / "cut.jsonl.gz").write_bytes(raw[: len(raw) // 2])
     (tmp / "notgz.jsonl.gz").write_bytes(b"plain text, not gzip\n")
     (tmp / "hh.jsonl").write_text(json.dumps(HH_ROW) + "\n")
+    (tmp / "empty.jsonl").write_text("\n")
     (tmp / "hh_nan.jsonl").write_text(json.dumps({**HH_ROW, "gap": float("nan")}) + "\n")  # NaN: what json.dumps writes
     (tmp / "hh_inf.jsonl").write_text(json.dumps({**HH_ROW, "gap": float("inf")}) + "\n")
     (tmp / "scores_nan.jsonl").write_text('{"row": 1, "gap": NaN}\n')
@@ -157,6 +158,11 @@ CASES = [
     ("--strength-column and --scores-file", "load_source", ["hh_rlhf", "--location", "{hh_jsonl}", "--out", "{out}",
                                                             "--strength-column", "gap", "--scores-file",
                                                             "{scores_nan_jsonl}"], "give one", "{out}"),
+    ("every row skipped", "load_source", ["hh_rlhf", "--location", "{hh_nan_jsonl}", "--out", "{out}",
+                                          "--strength-column", "gap", "--skip-invalid"],
+     "hh_nan.jsonl: no valid pairs (1 rows read, 1 skipped; the first:", "{out}"),
+    ("empty source", "load_source", ["hh_rlhf", "--location", "{empty_jsonl}", "--out", "{out}"],
+     "empty.jsonl: no valid pairs (0 rows read", "{out}"),
     ("--limit 0", "load_source", ["hh_rlhf", "--location", "{hh_jsonl}", "--out", "{out}", "--limit", "0"],
      "--limit must be >= 1", "{out}"),
     # a NaN score gap is a bad row, never strength 3
