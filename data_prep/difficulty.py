@@ -64,7 +64,7 @@ def main(argv: list[str] | None = None) -> dict:
             raise ThinkJError(f"--backend-arg {item!r}: expected key=value")
         try:
             kwargs[key] = json.loads(value)
-        except json.JSONDecodeError:
+        except (ValueError, RecursionError):  # not JSON, or JSON Python cannot hold: a string
             kwargs[key] = value
     for key, value in (("tensor_parallel_size", args.tp), ("max_model_len", args.max_model_len),
                        ("batch_size", args.batch_size)):

@@ -105,6 +105,12 @@ CASES = [
     ("100,000-deep JSONL, benchmark rows", "thinkj", ["eval", "run", "autoj", "--model", "{folder}", "--data",
                                                       "{deep_jsonl}", "--max-new-tokens", "8", "--out", "{outdir}"],
      "deep.jsonl, line 1: invalid JSON: nested deeper", "{outdir}"),
+    ("--backend-arg 5,000-digit integer", "thinkj", ["eval", "run", "rewardbench", "--model", "m", "--backend-arg",
+                                                     "tensor_parallel_size=" + "1" * 5000, "--out", "{outdir}"],
+     "--backend-arg tensor_parallel_size: the hf backend takes no such argument", "{outdir}"),
+    ("--backend-arg 100,000-deep", "difficulty", ["--in", "{pairs_jsonl}", "--out", "{out}", "--model", "m",
+                                                  "--backend-arg", "x=" + "[" * 100_000],
+     "--backend-arg x: the hf backend takes no such argument", "{out}"),
     # corrupt files
     ("junk parquet, source loader", "load_source", ["hh_rlhf", "--location", "{junk_parquet}", "--out", "{out}"],
      "junk.parquet: not a readable parquet file", "{out}"),
@@ -245,8 +251,9 @@ def _entry(kind: str, argv: list[str]):
             _register_subcommands()
         sys.argv = ["thinkj", *argv]
         return lambda: run_typer(app)
-    from data_prep.load_source import main
+    import importlib
 
+    main = importlib.import_module({"load_source": "data_prep.load_source", "difficulty": "data_prep.difficulty"}[kind]).main
     return lambda: main(argv)
 
 

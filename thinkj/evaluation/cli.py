@@ -49,7 +49,7 @@ def _typed(values: dict[str, object]) -> dict[str, object]:
     for key, value in values.items():
         try:
             typed[key] = json.loads(str(value))
-        except json.JSONDecodeError:
+        except (ValueError, RecursionError):  # not JSON, or JSON Python cannot hold: a string
             typed[key] = value
     return typed
 

@@ -83,7 +83,7 @@ def rl(
                 raise typer.BadParameter(f"{item!r}: TRL overrides are GRPOConfig key=value")
             try:
                 extra[key] = json.loads(value)
-            except json.JSONDecodeError:
+            except (ValueError, RecursionError):  # not JSON, or JSON Python cannot hold: a string
                 extra[key] = value
         summary = run_trl_grpo(GRPORun(model=model, data=str(data), out_dir=str(out), preset=preset, weights=weights,
                                        steps=steps, learning_rate=lr, beta=beta, num_generations=num_generations,
