@@ -202,3 +202,48 @@ def test_checkpoints_of_an_interrupted_stage_with_another_config_are_not_resumed
     assert run_stage("sft", "judge_sft", profile="tiny", overrides=overrides, run_dir=tmp_path / "run",
                      device="cpu") == out
     assert (out / DONE_FILE).is_file() and not (out / "checkpoint-9").exists()
+
+
+def _verl_spec(tmp_path: Path, model: Path, **changes):
+    from thinkj.export.verl import write_verl_parquet
+    from thinkj.online.verl_launch import VerlLaunch
+
+    data = tmp_path / "train.parquet"
+    if not data.exists():
+        write_verl_parquet(data, make_pairs(6, seed=3))
+    fields = {"algo": "grpo", "model": str(model), "train_files": str(data), "out_dir": str(tmp_path / "online"),
+              "device": "cpu", **changes}
+    return VerlLaunch(**fields)
+
+
+def test_verl_refuses_a_missing_data_file_before_launching(tmp_path, tiny_model_dir, capsys):
+    from thinkj.online.verl_launch import main
+
+    typo = tmp_path / "typo.parquet"
+    code = main(["--algo", "grpo", "--model", str(tiny_model_dir), "--data", str(typo), "--out", str(tmp_path / "o"),
+                 "--device", "cpu"])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 2 and err == [f"error: {typo}: --data does not exist"] and not (tmp_path / "o").exists()
+
+
+def test_verl_never_resumes_checkpoints_of_another_launch(tmp_path, tiny_model_dir):
+    from thinkj.online.verl_launch import LAUNCH_FILE, LaunchError, check_resumable, launch_record, run
+    from thinkj.records import write_json
+
+    first = _verl_spec(tmp_path, tiny_model_dir, weights={"w_str": 0.2})
+    out = Path(first.out_dir)
+    (out / "checkpoints" / "global_step_5" / "actor").mkdir(parents=True)
+    write_json(out / LAUNCH_FILE, launch_record(first))
+    check_resumable(first, launch_record(first))  # the same launch resumes
+    longer = _verl_spec(tmp_path, tiny_model_dir, weights={"w_str": 0.2}, overrides=["trainer.total_training_steps=9"])
+    check_resumable(longer, launch_record(longer))  # so does the same run asked to go on for longer
+    other = _verl_spec(tmp_path, tiny_model_dir, weights={"w_str": 0.0})
+    with pytest.raises(LaunchError, match=r"holds checkpoints of another launch \(launch.weights: \{'w_str': 0.2\} "
+                                          r"then, \{'w_str': 0.0\} now\), which verl would resume"):
+        run(other)
+    from thinkj.export.verl import write_verl_parquet
+
+    write_verl_parquet(tmp_path / "train.parquet", make_pairs(6, seed=4))  # the data rewritten in place
+    with pytest.raises(LaunchError, match=r"inputs.train_files: 'sha256:"):
+        check_resumable(first, launch_record(first))
+    assert json.loads((out / LAUNCH_FILE).read_text())["launch"]["weights"] == {"w_str": 0.2}  # refused: untouched

@@ -17,6 +17,7 @@ are thin wrappers around :func:`build_command`.
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import shlex
 import subprocess
@@ -28,6 +29,7 @@ from thinkj.errors import ThinkJError, exit_on_user_error
 from thinkj.models.catalog import resolve_model
 from thinkj.online import verl_cpu
 from thinkj.paths import PROJECT_ROOT, cache_root
+from thinkj.records import write_json
 from thinkj.rewards import get_preset
 
 CONFIG_DIR = PROJECT_ROOT / "configs" / "verl"
@@ -162,8 +164,84 @@ def run(spec: VerlLaunch, dry_run: bool = False) -> int:
         raise LaunchError("this machine has no GPU and no Ray cluster (RAY_ADDRESS): run verl's trainer on the CPU "
                           "with --device cpu (DEVICE=cpu for scripts/train_verl.sh; tiny models, for checking), "
                           "or use --dry-run to print the GPU command")
+    check_inputs(spec)
+    record = launch_record(spec)
+    check_resumable(spec, record)
     Path(spec.out_dir).mkdir(parents=True, exist_ok=True)
+    write_json(Path(spec.out_dir) / LAUNCH_FILE, record)
     return subprocess.call(argv, env={**os.environ, **env})
+
+
+LAUNCH_FILE = "thinkj_launch.json"  # what the checkpoints in this folder were trained with
+
+
+def _is_remote(path: str) -> bool:
+    return "://" in path
+
+
+def check_inputs(spec: VerlLaunch) -> None:
+    """The data files exist here (unless a Ray cluster elsewhere reads them, or they are remote URLs)."""
+    from thinkj.checks import check_input_file
+
+    if os.environ.get("RAY_ADDRESS") and spec.device != "cpu":
+        return  # the cluster's nodes read the paths as given; this machine may not see them
+    for option, path in (("--data", spec.train_files), ("--val-data", spec.val_files)):
+        if path and not _is_remote(path):
+            check_input_file(option, path)
+
+
+def _result_overrides(overrides: list[str]) -> list[str]:
+    """The overrides that change what is trained: ``trainer.*`` (steps, epochs, saving, logging, nodes) only changes
+    how long and where, and a resumed run may extend its steps."""
+    return [o for o in overrides if not o.lstrip("+~").startswith("trainer.")]
+
+
+def launch_record(spec: VerlLaunch) -> dict:
+    """What a verl run in ``out_dir`` trains: algorithm, preset and weights, seed, the overrides that change results,
+    and the content of its model, data and config (sha256; a hub model by name and revision)."""
+    from thinkj.fingerprint import fingerprint
+    from thinkj.inference.identity import model_identity
+
+    def content(path: str | None) -> str | None:
+        return None if not path or _is_remote(path) else fingerprint(path)
+
+    model = resolve_model(spec.model)
+    return {"launch": {"algo": ALGOS[spec.algo], "model": spec.model, "train_files": spec.train_files,
+                       "val_files": spec.val_files or spec.train_files, "preset": spec.preset,
+                       "weights": dict(sorted(spec.weights.items())), "seed": spec.seed,
+                       "experiment_name": spec.experiment_name, "device": spec.device,
+                       "overrides": _result_overrides(spec.overrides)},
+            "inputs": {"model": model_identity(model).split("#", 1)[-1], "train_files": content(spec.train_files),
+                       "val_files": content(spec.val_files or spec.train_files),
+                       "config": content(str(Path(spec.config_dir) / f"{ALGOS[spec.algo]}.yaml"))}}
+
+
+def check_resumable(spec: VerlLaunch, record: dict) -> None:
+    """verl resumes from the newest checkpoint in ``out_dir/checkpoints``: refuse when those were made by another
+    launch (other algorithm, weights, data, model ...), which would silently continue someone else's run."""
+    out = Path(spec.out_dir)
+    checkpoints = out / "checkpoints"
+    if not checkpoints.is_dir() or not any(checkpoints.glob("global_step_*")):
+        return
+    if any(o.lstrip("+").startswith("trainer.resume_mode=") and not o.endswith("=auto") for o in spec.overrides):
+        return  # resume_mode disable or an explicit checkpoint: the user chose
+    before = _read_record(out / LAUNCH_FILE)
+    if before is None:
+        return  # checkpoints from before launch records existed: verl's own resume, as it always was
+    changed = [f"{part}.{key}: {before.get(part, {}).get(key)!r} then, {record[part].get(key)!r} now"
+               for part in ("launch", "inputs") for key in record[part]
+               if before.get(part, {}).get(key) != record[part].get(key)]
+    if changed:
+        raise LaunchError(f"{checkpoints} holds checkpoints of another launch ({'; '.join(changed)}), which verl would "
+                          f"resume: use another --out, or delete {checkpoints} to start this run over")
+
+
+def _read_record(path: Path) -> dict | None:
+    try:
+        document = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return document if isinstance(document, dict) and isinstance(document.get("launch"), dict) else None
 
 
 def parse_weights(items: list[str] | None) -> dict[str, float]:
@@ -209,7 +287,7 @@ def main(argv: list[str] | None = None) -> int:
                       allow_think_tokens=args.allow_think_tokens, seed=args.seed)
     try:
         return run(spec, dry_run=args.dry_run)
-    except LaunchError as err:
+    except ThinkJError as err:  # a LaunchError, or a bad input found before launching
         print(f"error: {err}", file=sys.stderr)
         return 2
 
