@@ -79,7 +79,7 @@ def test_paper_values_never_fill_our_column(key):
 
 def test_pooled_chat_and_fixed_model(tmp_path):
     write_result(tmp_path, "base", "rewardbench", rb(90.4, 44.7, 76.5, 63.4), model="Llama-3-8B-Instruct", selection="base")
-    write_result(tmp_path, "qwen", "rewardbench", rb(1, 1, 1, 1), model="Qwen2.5-7B-Instruct", selection="base")
+    write_result(tmp_path, "qwen", "rewardbench", rb(61, 61, 61, 61), model="Qwen2.5-7B-Instruct", selection="base")
     grid = build_grid(SPECS["5"], collect_results([tmp_path]))
     base = grid.cells[0]
     assert base[0].ours == pytest.approx((90.4 * 358 + 44.7 * 456) / 814)

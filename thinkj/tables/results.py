@@ -1,9 +1,16 @@
 """Read results JSON files and pull one metric out of each.
 
 A results JSON (the contract shared with ``thinkj eval``) is one evaluation of one model on one benchmark:
-``{"benchmark": "rewardbench" | "rmbench" | "autoj" | "synthetic" | "rewardbench2" | "judgebench", "complete",
-"metrics": {...}, "tags": {...}, "provenance": {...}}``; metrics are percentages 0-100 as ``thinkj eval score``
-prints them (RewardBench 2's Ties score and overall may pass 100 or 0 by up to one point, as upstream).
+``{"benchmark": "rewardbench" | "rmbench" | "autoj" | "synthetic" | "rewardbench2" | "judgebench", "unit":
+"percent", "complete", "metrics": {...}, "tags": {...}, "provenance": {...}}``; metrics are percentages 0-100 as
+``thinkj eval score`` prints them (RewardBench 2's Ties score and overall may pass 100 or 0 by up to one point, as
+upstream).
+
+A results file is refused -- one line naming the file and the field -- when its benchmark is not a registered one
+(it would fill no table, silently), when it declares another ``unit``, when it declares none and every metric the
+tables read is within 0-1 (fractions, 0.83 for 83%: files written before ``unit`` existed are read when they hold
+any value above 1, or only zeros), and when a metric a cell reads is present but not a number (``"n/a"``, a list).
+A metric that is absent or ``null`` leaves its cell empty.
 """
 
 from __future__ import annotations
@@ -16,6 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from thinkj.evaluation.results import UNIT
 from thinkj.records import RecordError
 from thinkj.tables.specs import (
     PAPER_PROTOCOL,
@@ -67,6 +75,52 @@ class Result:
         return out
 
 
+def _known_benchmark(name: str, path: Path) -> str:
+    from thinkj.evaluation.registry import BENCHMARKS
+
+    if name.lower() not in BENCHMARKS:
+        raise RecordError(f"unknown benchmark {name!r}; the known ones: {', '.join(BENCHMARKS)}", path=path,
+                          field="benchmark")
+    return name.lower()
+
+
+def _read_paths(benchmark: str) -> dict[tuple[str, ...], tuple[float, float]]:
+    """Every metric path a registered table reads for ``benchmark``, with the widest bounds any column gives it."""
+    from thinkj.tables.specs import SPECS
+
+    paths: dict[tuple[str, ...], tuple[float, float]] = {}
+    for spec in SPECS.values():
+        for _, column in spec.columns:
+            metric = column.metric
+            if metric.benchmark == benchmark and metric.path:
+                low, high = paths.get(metric.path, metric.bounds)
+                paths[metric.path] = (min(low, metric.bounds[0]), max(high, metric.bounds[1]))
+    return dict(sorted(paths.items()))
+
+
+def _check_metrics(data: dict[str, Any], benchmark: str, path: Path) -> None:
+    """The metrics the tables read, checked when the file is read (not only when a cell happens to need them): each
+    a number in its bounds, or absent / null. Then the unit: a declared one must be ``percent``; without one,
+    values that are all within 0-1 (and not all 0) are fractions by every likelihood -- 0.83 would print as 0.8,
+    so the file is refused, not guessed at."""
+    found = []
+    for keys, bounds in _read_paths(benchmark).items():
+        where = ".".join(keys)
+        value = _percentage(_number(_lookup(data["metrics"], keys), path, where), path, where, bounds)
+        if value is not None:
+            found.append((where, value))
+    if "unit" in data:
+        if data["unit"] != UNIT:
+            raise RecordError(f"{data['unit']!r} is not {UNIT!r}: tables read percentages 0-100 (what thinkj eval "
+                              "writes); rescore the judgments with thinkj eval score", path=path, field="unit")
+        return
+    if found and all(0 <= v <= 1 for _, v in found) and any(v for _, v in found):
+        name, value = next((n, v) for n, v in found if v)
+        raise RecordError(f"no unit and every metric the tables read is within 0-1 (metrics.{name} = {value:g}): "
+                          f"fractions, not percentages 0-100; rescore with thinkj eval score, or add \"unit\": "
+                          f"\"{UNIT}\" if they are percentages", path=path, field="unit")
+
+
 def parse_result(data: Any, path: Path) -> Result:
     if not isinstance(data, dict):
         raise RecordError("a results JSON must be an object", path=path)
@@ -76,20 +130,30 @@ def parse_result(data: Any, path: Path) -> Result:
     for key in ("tags", "provenance"):
         if data.get(key) is not None and not isinstance(data[key], dict):
             raise RecordError("must be an object", path=path, field=key)
+    benchmark = _known_benchmark(data["benchmark"], path)
+    _check_metrics(data, benchmark, path)
     complete = data.get("complete", data["metrics"].get("complete"))
     if complete is not None and not isinstance(complete, bool):
         raise RecordError(f"must be true or false, got {complete!r}", path=path, field="complete")
-    return Result(path, data["benchmark"].lower(), data["metrics"], dict(data.get("tags") or {}),
+    return Result(path, benchmark, data["metrics"], dict(data.get("tags") or {}),
                   dict(data.get("provenance") or {}), complete)
+
+
+def _read_json(path: Path) -> Any:
+    """The document, or RecordError: invalid JSON, an integer too long to convert, or nesting too deep to parse."""
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as err:
+        raise RecordError(f"not valid JSON ({err.msg} at line {err.lineno})", path=path) from None
+    except ValueError as err:  # Python's limit on digits in an integer literal
+        raise RecordError(f"not valid JSON ({err})", path=path) from None
+    except RecursionError:
+        raise RecordError("not valid JSON (nested too deeply)", path=path) from None
 
 
 def load_result(path: str | Path) -> Result:
     path = Path(path)
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except json.JSONDecodeError as err:
-        raise RecordError(f"not valid JSON ({err.msg} at line {err.lineno})", path=path) from None
-    return parse_result(data, path)
+    return parse_result(_read_json(path), path)
 
 
 def _looks_like_result(path: Path) -> bool:
@@ -99,7 +163,7 @@ def _looks_like_result(path: Path) -> bool:
         return True
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError):
+    except (OSError, ValueError, RecursionError):  # ValueError: undecodable bytes, invalid JSON, overlong integers
         return False
     return isinstance(data, dict) and "benchmark" in data and "metrics" in data
 
@@ -132,16 +196,21 @@ def collect_results(sources: list[str | Path]) -> list[Result]:
     return list(found.values())
 
 
-def _number(value: Any) -> float | None:
-    """The number in a metric slot (None when absent or not a number; NaN and infinities are returned)."""
-    if isinstance(value, bool) or value is None:
-        return None
+def _number(value: Any, result_path: Path, where: str) -> float | None:
+    """The number in a metric slot: None when absent or null; a value that is not a number (a string, a list, a
+    boolean) raises RecordError naming the file and field, never becomes an empty cell. NaN and infinities are
+    returned (:func:`_percentage` refuses them)."""
     if isinstance(value, dict):  # {"value": x, "ci95": [lo, hi]} style
         value = value.get("value", value.get("mean"))
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        shown = repr(value) if isinstance(value, str) and len(value) <= 40 else f"a {type(value).__name__}"
+        raise RecordError(f"must be a number, got {shown}", path=result_path, field=f"metrics.{where}")
     try:
         return float(value)
-    except (TypeError, ValueError):
-        return None
+    except OverflowError:  # an integer with hundreds of digits
+        return math.inf
 
 
 def _percentage(value: float | None, result_path: Path, where: str,
@@ -165,7 +234,7 @@ def _lookup(metrics: dict[str, Any], path: tuple[str, ...]) -> Any:
 
 
 def _chat_pooled(metrics: dict[str, Any], path: Path) -> float | None:
-    chat, hard = (_percentage(_number(_lookup(metrics, ("sections", s))), path, f"sections.{s}")
+    chat, hard = (_percentage(_number(_lookup(metrics, ("sections", s)), path, f"sections.{s}"), path, f"sections.{s}")
                   for s in ("Chat", "Chat Hard"))
     if chat is None or hard is None:
         return None
@@ -181,7 +250,9 @@ def metric_value(result: Result, metric: Metric) -> float | None:
     reaches a table."""
     if metric.derive:
         return DERIVED[metric.derive](result.metrics, result.path)
-    return _percentage(_number(_lookup(result.metrics, metric.path)), result.path, ".".join(metric.path), metric.bounds)
+    where = ".".join(metric.path)
+    return _percentage(_number(_lookup(result.metrics, metric.path), result.path, where), result.path, where,
+                       metric.bounds)
 
 
 def metric_interval(result: Result, metric: Metric) -> tuple[float, float] | None:
@@ -197,9 +268,10 @@ def metric_interval(result: Result, metric: Metric) -> tuple[float, float] | Non
                   if isinstance(node.get("ci95"), dict) else None]
     if isinstance(node.get(key), dict):
         candidates.append(node[key].get("ci95") or node[key].get("ci"))
+    where = ".".join(metric.path)
     for cand in candidates:
         if isinstance(cand, (list, tuple)) and len(cand) == 2:
-            lo, hi = _number(cand[0]), _number(cand[1])
+            lo, hi = _number(cand[0], result.path, f"{where} interval"), _number(cand[1], result.path, f"{where} interval")
             if lo is not None and hi is not None:
                 return lo, hi
     return None
