@@ -176,7 +176,8 @@ def test_autoj_agreement_is_the_official_correct_both():
 def test_autoj_a_judge_that_always_says_a_scores_zero():
     # Shown (a) in both orders = response 1, then response 2: never both orders equal to the label. The old
     # tie-on-flip agreement gave it every tie item (1 of 3 here, 26.8 on the real set).
-    records = both("1", "a", "a", "a") + both("2", "b", "a", "a") + both("3", "tie", "a", "a")
+    records = [{**r, "scenario": "chitchat"} for r in both("1", "a", "a", "a") + both("2", "b", "a", "a")
+               + both("3", "tie", "a", "a")]
     m = score("autoj", records)
     assert m["agreement"] == 0.0 and m["agreement_tie_on_flip"] == 33.33 and m["consistency"] == 0.0
 
@@ -238,7 +239,7 @@ def test_one_order_unknown_domain_and_bad_style_are_refused(tmp_path):
         with pytest.raises(RecordError, match=f"field '{field}'"):
             score("rmbench", bad)
     with pytest.raises(RecordError, match="only its swapped order"):
-        score("synthetic", rows[1:])
+        score("synthetic", [{**rows[1], "subset": "s"}])
 
 
 def test_truncated_and_too_long_are_counted_apart_from_parse_failures():

@@ -12,7 +12,7 @@ from typer.testing import CliRunner
 
 from thinkj.errors import ThinkJError
 from thinkj.evaluation.cli import app
-from thinkj.evaluation.judgebench import load_judgebench, pair_points
+from thinkj.evaluation.judgebench import CATEGORIES, load_judgebench, pair_points
 from thinkj.evaluation.registry import load_benchmark, score
 from thinkj.records import RecordError, write_jsonl
 
@@ -32,7 +32,9 @@ def test_pair_points_net_rule():
 def _records(pair_id, category, gold, original, swapped):
     """Records as ``thinkj eval run`` writes them: gold and verdict in each order's displayed positions."""
     flip = {"a": "b", "b": "a", "tie": "tie", None: None}
-    base = {"benchmark": "judgebench", "item_id": pair_id, "category": category, "response_model": "gpt-4o-2024-05-13"}
+    source = {"knowledge": "mmlu-pro-physics"}.get(category, CATEGORIES[category])
+    base = {"benchmark": "judgebench", "item_id": pair_id, "source": source, "category": category,
+            "response_model": "gpt-4o-2024-05-13"}
     return [{**base, "order": "original", "gold": gold, "verdict": original},
             {**base, "order": "swapped", "gold": flip[gold], "verdict": swapped}]
 

@@ -70,6 +70,23 @@ def load_judgebench(source: str | os.PathLike, split: str | None = HUB_SPLIT) ->
     return unique_pairs(pairs, source)
 
 
+def check_judgebench_record(row: dict[str, Any], path: str | None = None, line: int | None = None) -> None:
+    """JudgeBench records need their source, the category it belongs to, and the response model (a record without
+    them would be scored in a category "unknown" and counted against no released set)."""
+    source = row.get("source")
+    if not isinstance(source, str) or category_of(source) is None:
+        raise RecordError("missing" if source is None else f"unknown source {source!r} (expected a prefix in "
+                          f"{sorted(CATEGORIES.values())})", path=path, line=line, field="source")
+    if row.get("category") != category_of(source):
+        raise RecordError("missing" if row.get("category") is None else
+                          f"{row.get('category')!r} is not the category of source {source!r} ({category_of(source)!r})",
+                          path=path, line=line, field="category")
+    if not isinstance(row.get("response_model"), str) or not row["response_model"].strip():
+        raise RecordError("missing" if row.get("response_model") is None else
+                          f"must be a non-empty string, got {row.get('response_model')!r}", path=path, line=line,
+                          field="response_model")
+
+
 def pair_points(original: str | None, swapped_in_original: str | None, gold: str) -> int:
     """The net of ``compute_final_metrics``: +1 per order naming the labelled answer, -1 per order naming the other."""
     return sum(1 if d == gold else -1 if d == FLIP[gold] else 0 for d in (original, swapped_in_original))

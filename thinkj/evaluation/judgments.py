@@ -62,21 +62,34 @@ def validate_record(row: Any, *, path: str | None = None, line: int | None = Non
     return row
 
 
+def check_flipped_gold(original: Record, swapped: Record, key: tuple, *, path: str | None = None,
+                       line: int | None = None) -> None:
+    """The swapped order shows the responses the other way round, so its gold must be the original's flipped
+    (a -> b, b -> a, tie -> tie); otherwise a right verdict would be scored wrong."""
+    if swapped["gold"] != FLIP[original["gold"]]:
+        raise RecordError(f"the swapped record of comparison {key} has gold {swapped['gold']!r}, but its original's "
+                          f"gold is {original['gold']!r}: the swapped gold must be {FLIP[original['gold']]!r}",
+                          path=path, line=line, field="gold")
+
+
 def check_both_orders(records: list[Record], *, path: str | None = None, lines: list[int] | None = None) -> None:
-    """Every comparison must have exactly its two orders: a lone order would be scored as if it were complete."""
-    seen: dict[tuple, dict[str, int]] = defaultdict(dict)
+    """Every comparison must have exactly its two orders (a lone order would be scored as if it were complete), and
+    the swapped order's gold must be the original's flipped."""
+    seen: dict[tuple, dict[str, tuple[int, Record]]] = defaultdict(dict)
     for index, record in enumerate(records):
         key, order = comparison_key(record), record["order"]
         line = lines[index] if lines else None
         if order in seen[key]:
             raise RecordError(f"a second {order} record for comparison {key}", path=path, line=line, field="order")
-        seen[key][order] = line if line is not None else index + 1
+        seen[key][order] = (line if line is not None else index + 1, record)
     for key, orders in seen.items():
         if len(orders) != 2:
-            (order, line), = orders.items()
+            (order, (line, _)), = orders.items()
             missing = "swapped" if order == "original" else "original"
             raise RecordError(f"comparison {key} has only its {order} order (no {missing} record); every comparison "
                               "is judged in both orders", path=path, line=line if lines else None, field="order")
+        line, swapped = orders["swapped"]
+        check_flipped_gold(orders["original"][1], swapped, key, path=path, line=line if lines else None)
 
 
 def load_records(path: str | Path, benchmark: str | None = None, extra: RecordCheck | None = None) -> list[Record]:
@@ -101,12 +114,17 @@ def comparison_key(record: Record) -> tuple:
 
 
 def by_comparison(records: Iterable[Record]) -> dict[tuple, dict[str, Record]]:
+    """The records of each comparison by order; a repeated order or a swapped gold that is not the original's
+    flipped raises (every scorer groups through here)."""
     groups: dict[tuple, dict[str, Record]] = defaultdict(dict)
     for record in records:
         key = comparison_key(record)
         if record["order"] in groups[key]:
             raise RecordError(f"two {record['order']} records for comparison {key}", field="order")
         groups[key][record["order"]] = record
+    for key, orders in groups.items():
+        if len(orders) == 2:
+            check_flipped_gold(orders["original"], orders["swapped"], key)
     return groups
 
 

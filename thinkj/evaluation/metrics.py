@@ -45,6 +45,27 @@ from thinkj.evaluation.specs import (
 from thinkj.records import RecordError
 
 
+def _group_text(row: Record, name: str, path: str | None, line: int | None) -> str:
+    """A grouping field every record of its benchmark carries: a non-empty string (a missing one would be scored as
+    the group "None")."""
+    value = row.get(name)
+    if not isinstance(value, str) or not value.strip():
+        raise RecordError("missing" if value is None else f"must be a non-empty string, got {value!r}", path=path,
+                          line=line, field=name)
+    return value
+
+
+def check_rewardbench_record(row: Record, path: str | None = None, line: int | None = None) -> None:
+    """RewardBench records need their subset (a subset outside the four sections, e.g. a prior set, is reported on
+    its own, as upstream)."""
+    _group_text(row, "subset", path, line)
+
+
+def check_autoj_record(row: Record, path: str | None = None, line: int | None = None) -> None:
+    """Auto-J records need their scenario (the per-group agreement is read from it)."""
+    _group_text(row, "scenario", path, line)
+
+
 def check_rmbench_record(row: Record, path: str | None = None, line: int | None = None) -> None:
     """RM-Bench records also need a known domain and the two style indexes of their 3x3 cell."""
     if row.get("domain") not in RMBENCH_DOMAINS:

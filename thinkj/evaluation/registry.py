@@ -45,7 +45,7 @@ class Benchmark:
     load: LoadFn | None = None  # (source, split) -> comparisons; None: its items are not pairs
     run: Callable[..., Path] | None = None  # (cfg, backend=) -> results path; None: the generic pairwise runner
     read_records: Callable[[Path], list[Record]] | None = None  # its own judgment-record files; None: pair records
-    check_record: RecordCheck | None = None  # extra fields a pair record of this benchmark must carry
+    check_record: RecordCheck | None = None  # the grouping fields a pair record of this benchmark must carry
     templates: tuple[str, ...] = ()  # prompts of its own that ``eval run`` accepts besides the registered judges
     extra_fields: tuple[str, ...] = ()
 
@@ -59,7 +59,8 @@ BENCHMARKS: Registry[Benchmark] = Registry("benchmark")
 BENCHMARKS.add("rewardbench", Benchmark(
     "rewardbench", "allenai/reward-bench", "filtered", "subset",
     "RewardBench: 2985 chosen/rejected pairs in 23 subsets, 4 sections.",
-    score=metrics.score_rewardbench, load=loaders.load_rewardbench, extra_fields=("subset",)))
+    score=metrics.score_rewardbench, load=loaders.load_rewardbench, check_record=metrics.check_rewardbench_record,
+    extra_fields=("subset",)))
 BENCHMARKS.add("rmbench", Benchmark(
     "rmbench", "THU-KEG/RM-Bench", "train", "domain",
     "RM-Bench: 3 chosen x 3 rejected styles per item, 9 comparisons.",
@@ -68,7 +69,8 @@ BENCHMARKS.add("rmbench", Benchmark(
 BENCHMARKS.add("autoj", Benchmark(
     "autoj", AUTOJ_TEST_URL, None, "scenario",
     "Auto-J pairwise test: 1392 pairs with ties, 58 scenarios in 8 groups.",
-    score=metrics.score_autoj, load=loaders.load_autoj, extra_fields=("scenario",)))
+    score=metrics.score_autoj, load=loaders.load_autoj, check_record=metrics.check_autoj_record,
+    extra_fields=("scenario",)))
 BENCHMARKS.add("synthetic", Benchmark(
     "synthetic", None, None, "subset",
     "PreferencePair JSONL (e.g. the demo's held-out pairs): accuracy with a 95% interval.",
@@ -76,7 +78,7 @@ BENCHMARKS.add("synthetic", Benchmark(
 BENCHMARKS.add("judgebench", Benchmark(
     "judgebench", judgebench.HUB_NAME, judgebench.HUB_SPLIT, "category",
     "JudgeBench: 350 GPT-4o (split gpt) / 270 Claude pairs; net-over-both-orders accuracy.",
-    score=judgebench.score_judgebench, load=judgebench.load_judgebench,
+    score=judgebench.score_judgebench, load=judgebench.load_judgebench, check_record=judgebench.check_judgebench_record,
     extra_fields=("source", "category", "response_model")))
 BENCHMARKS.add("rewardbench2", Benchmark(
     "rewardbench2", rewardbench2.HUB_NAME, rewardbench2.HUB_SPLIT, "subset",
