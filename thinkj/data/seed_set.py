@@ -11,7 +11,10 @@
 
 All files go into one folder with a merged ``dataset_info.json`` and ``seed_set.summary.json``. Every input
 (the clipped traces and ``--rl-pairs``) is read and checked before the first file is written, so a bad input
-leaves no half-made seed set behind.
+leaves no half-made seed set behind. Each SFT target is read by the one verdict parser
+(:func:`thinkj.verdict.parse_verdict`): a target whose verdict contradicts the pair's label, that states none, or
+whose strength differs from the one the critic prompt is told is refused with file, line and field -- SFT on it
+would teach the judge the wrong side, or the critic to contradict its instruction.
 """
 
 from __future__ import annotations
@@ -20,24 +23,43 @@ import os
 from pathlib import Path
 from typing import Any
 
-from thinkj.checks import check_output_dir
+from thinkj.checks import check_output_dir, check_template_kind
 from thinkj.data.traces import trace_pair
 from thinkj.errors import ThinkJError
 from thinkj.export.llamafactory import write_sft_dataset
 from thinkj.export.verl import write_verl_parquet
-from thinkj.prompts import get_template
-from thinkj.records import RecordError, load_pairs, read_jsonl, write_json, write_jsonl
+from thinkj.prompts import AnswerFormat, get_template
+from thinkj.records import PreferencePair, RecordError, load_pairs, read_jsonl, write_json, write_jsonl
+from thinkj.verdict import parse_verdict
 
 JUDGE_DATASET, CRITIC_DATASET = "thinkj_judge_sft", "thinkj_critic_sft"
+
+
+# Targets are the clip stage's choice sentence (strength optional), whatever prompt the seed set renders.
+TARGET_FORMAT = AnswerFormat(think=True, strength="optional")
+
+
+def check_target(target: str, pair: PreferencePair, strength: object, path: Path, line: int) -> None:
+    """The target's verdict is the pair's label, and a strength it states is the one the critic prompt is told."""
+    verdict = parse_verdict(target, TARGET_FORMAT, strict=False)
+    if verdict.choice == "none":
+        raise RecordError(f"the target states no verdict the parser reads ({verdict.reason})", path=path, line=line,
+                          field="target")
+    if verdict.choice != pair.label:
+        raise RecordError(f"the target's verdict {verdict.choice!r} contradicts the label {pair.label!r}", path=path,
+                          line=line, field="target")
+    if verdict.strength is not None and verdict.strength != strength:
+        raise RecordError(f"the target states strength {verdict.strength} but the record's is {strength!r}: the "
+                          "critic would be told one and taught the other", path=path, line=line, field="strength")
 
 
 def run_seed_set(clipped_path: str | os.PathLike, out_dir: str | os.PathLike, *, rl_pairs: str | os.PathLike | None = None,
                  template: str = "judge_strength_v2", critic_template: str = "critic_strength_v2") -> dict[str, Any]:
     """Write both SFT datasets, the verl parquet and the RL pairs JSONL; return (and save) a summary."""
     clipped_path, out = Path(clipped_path), Path(out_dir)
+    check_template_kind("--template", template, ("judge", "double_score"))
+    check_template_kind("--critic-template", critic_template, ("critic",))
     judge, critic = get_template(template), get_template(critic_template)
-    if critic.kind != "critic":
-        raise ThinkJError(f"{critic_template} is a {critic.kind} template, not a critic")
     judge_rows, critic_rows, pairs = [], [], []
     for line, row in read_jsonl(clipped_path):
         pair = trace_pair(row, clipped_path, line)
@@ -47,8 +69,10 @@ def run_seed_set(clipped_path: str | os.PathLike, out_dir: str | os.PathLike, *,
         if row.get("verdict") != pair.label:
             raise RecordError(f"verdict {row.get('verdict')!r} differs from the label {pair.label!r} (not accuracy-filtered?)",
                               path=clipped_path, line=line, field="verdict")
+        strength = row.get("strength", pair.strength)
+        check_target(target, pair, strength, clipped_path, line)
         judge_rows.append((judge.render(pair), target))
-        critic_rows.append((critic.render(pair, verdict=pair.label, strength=row.get("strength", pair.strength)), target))
+        critic_rows.append((critic.render(pair, verdict=pair.label, strength=strength), target))
         pairs.append(pair)
     if not pairs:
         raise ThinkJError(f"{clipped_path}: no clipped traces to build a seed set from")

@@ -140,21 +140,72 @@ def _brief(name: str, summary: dict[str, Any]) -> str:
     return json.dumps(summary, default=str)[:100]
 
 
+# Plan fields where 0 means "none" (no preview, no benchmark slice, no warmup, no minimum); every other count must be
+# at least 1. Learning rates must be positive; weights, the KL coefficient and rates are finite and not negative.
+_ZERO_OK = ("base_preview", "rmbench_items", "autoj_items", "sft_warmup", "min_pairs")
+_POSITIVE = ("sft_lr", "dpo_lr", "online_lr")
+
+
+def check_plan(plan: DemoPlan) -> None:
+    """Every number of the plan (after ``--set``) makes sense: one line naming the field, before any stage runs."""
+    from dataclasses import fields
+
+    from thinkj.checks import check_range
+
+    for f in fields(plan):
+        value = getattr(plan, f.name)
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            continue
+        name = f"demo plan: --set {f.name}"
+        if f.name == "dedup_threshold":
+            check_range(name, value, low=0, low_open=True, high=1)
+        elif f.name in _POSITIVE:
+            check_range(name, value, low=0, low_open=True)
+        elif isinstance(value, float) or f.name in _ZERO_OK:
+            check_range(name, value, low=0)
+        else:
+            check_range(name, value, low=1)
+    for key, rate in plan.teacher.items():
+        if isinstance(rate, (int, float)) and not isinstance(rate, bool):
+            check_range(f"demo plan: teacher {key}", rate, low=0, high=1)
+
+
+def select_stages(plan: DemoPlan, only: list[str] | None) -> list[tuple[str, str]]:
+    """The (name, target) of the stages to run: the plan's, narrowed to ``--only``. A name that is no stage, or one
+    this plan skips, is refused in one line (a typo would otherwise run nothing and exit 0)."""
+    planned = [(n, t) for _, n, t in sorted(STAGES) if not (n == "judge_base" and not plan.base_preview)]
+    if not only:
+        return planned
+    names = [n for _, n, _ in sorted(STAGES)]
+    for name in only:
+        if name not in names:
+            raise ThinkJError(f"--only {name!r}: no such stage; the stages: {', '.join(names)}")
+        if name not in dict(planned):
+            raise ThinkJError(f"--only {name!r}: the {plan.model} plan does not run this stage (base_preview is off)")
+    return [(n, t) for n, t in planned if n in only]
+
+
 def run_demo(run_dir: Path, seed: int = 0, model: str = "smollm2", only: list[str] | None = None,
              threads: int | None = None, overrides: list[str] | None = None) -> DemoContext:
     """Run the stages; ``threads`` overrides the plan's thread count (1 is faster on a machine other jobs load),
-    ``overrides`` (``["dpo_steps=16"]``) any other field of the plan."""
+    ``overrides`` (``["dpo_steps=16"]``) any other field of the plan. Options are checked before anything is
+    written."""
     from dataclasses import replace
 
+    from thinkj.checks import check_output_dir, check_range
+
+    check_range("--threads", threads, low=1)
+    check_range("--seed", seed, low=0)
     plan = with_overrides(PLANS.lookup(model), overrides or [])
     if threads:
         plan = replace(plan, threads=threads)
+    check_plan(plan)
+    stages = select_stages(plan, only)
+    check_output_dir("--run-dir", run_dir)
     fix_threads(plan.threads)
     ctx = DemoContext(Path(run_dir), seed, plan)
     ctx.run_dir.mkdir(parents=True, exist_ok=True)
     logs = ctx.run_dir / "logs"
-    stages = [(n, t) for _, n, t in sorted(STAGES) if not (n == "judge_base" and not plan.base_preview)]
-    stages = [(n, t) for n, t in stages if not only or n in only]
     print(f"thinkj demo: {plan.model} on the {plan.task} task, seed {seed}, {plan.threads} threads -> {ctx.run_dir}",
           flush=True)
     for i, (name, target) in enumerate(stages, 1):

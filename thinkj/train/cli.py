@@ -36,12 +36,15 @@ def _launch(kind: str, config: str, overrides: list[str] | None, model: str | No
             device: str, global_batch: int | None, force: bool, dry_run: bool, cpu_bf16: bool = False) -> None:
     from thinkj.checks import check_device, check_range
     from thinkj.paths import run_dir as make_run_dir
-    from thinkj.train.config import ConfigError
+    from thinkj.train.config import ConfigError, check_keys, check_values, parse_overrides
     from thinkj.train.launch import run_stage
 
     check_range("--global-batch", global_batch, low=1)
     check_device("--device", device)
     try:
+        given = parse_overrides(overrides or [])  # the typed part, checked before the run directory is made
+        check_keys(given, dict.fromkeys(given, "overrides"))
+        check_values(given, dict.fromkeys(given, "overrides"))
         out = run_stage(kind, config, profile=model, overrides=overrides or [], run_dir=make_run_dir(run_dir),
                         name=name, device=None if device == "auto" else device, global_batch_size=global_batch,
                         force=force, dry_run=dry_run, cpu_bf16=cpu_bf16)
@@ -87,6 +90,19 @@ def _backend_kwargs(items: list[str] | None) -> dict:
     return parse_overrides(items or [])
 
 
+def _check_numbers(*, limit: int | None = None, max_new_tokens: int | None = None, seed: int | None = None,
+                   at_least_one: tuple[tuple[str, int | None], ...] = (),
+                   temperatures: tuple[tuple[str, float | None], ...] = ()) -> None:
+    """The numeric options of the pair builders, checked before any model loads: one line naming the option."""
+    from thinkj.checks import check_range
+
+    for option, value in (("--limit", limit), ("--max-new-tokens", max_new_tokens), *at_least_one):
+        check_range(option, value, low=1)
+    check_range("--seed", seed, low=0)
+    for option, value in temperatures:
+        check_range(option, value, low=0)
+
+
 @app.command("critic-pairs")
 def critic_pairs(pairs: Path = typer.Option(..., help="PreferencePair JSONL (training comparisons)"),
                  judge: str = typer.Option(..., help="judge model (the SFT judge, or the previous iteration's model)"),
@@ -106,6 +122,9 @@ def critic_pairs(pairs: Path = typer.Option(..., help="PreferencePair JSONL (tra
     import json
 
     from thinkj.offline.build import build_critic_pairs
+
+    _check_numbers(limit=limit, max_new_tokens=max_new_tokens, seed=seed, at_least_one=(("--critic-samples", critic_samples),),
+                   temperatures=(("--critic-temperature", critic_temperature),))
 
     summary = build_critic_pairs(pairs, judge, critic, out, backend=backend, dataset=dataset, limit=limit,
                                  orders=_orders(both_orders), max_new_tokens=max_new_tokens, profile=profile,
@@ -131,7 +150,13 @@ def sampling_pairs_cmd(pairs: Path = typer.Option(..., help="PreferencePair JSON
     """Table 4 "offline (Sampling)": pairs of right vs wrong traces among n judge samples."""
     import json
 
+    from thinkj.checks import check_range
     from thinkj.offline.build import build_sampling_pairs
+
+    _check_numbers(limit=limit, max_new_tokens=max_new_tokens, seed=seed)
+    check_range("-n", n, low=2)  # a right and a wrong trace need two samples at least
+    # greedy decoding gives the same trace n times: never a right and a wrong one to pair
+    check_range("--temperature", temperature, low=0, low_open=True)
 
     summary = build_sampling_pairs(pairs, judge, out, backend=backend, n=n, temperature=temperature, dataset=dataset,
                                    limit=limit, orders=_orders(both_orders), max_new_tokens=max_new_tokens,
@@ -156,6 +181,9 @@ def baseline_data(pairs: Path = typer.Option(..., help="PreferencePair JSONL"),
     import json
 
     from thinkj.offline.build import build_baseline_data
+
+    _check_numbers(limit=limit, max_new_tokens=max_new_tokens, seed=seed, at_least_one=(("-n", n),),
+                   temperatures=(("--temperature", temperature),))
 
     summary = build_baseline_data(pairs, out, rs_model=rs_model, backend=backend, n=n, temperature=temperature,
                                   max_new_tokens=max_new_tokens, profile=profile, limit=limit, seed=seed,
@@ -184,8 +212,16 @@ def offline(pairs: Path = typer.Option(..., help="PreferencePair JSONL (training
     """Iterative critic-guided offline learning: pairs from the current judge, then DPO (+ SFT term), N times."""
     import json
 
+    from thinkj.checks import check_device
     from thinkj.offline.iterate import run_offline_iterations
     from thinkj.paths import run_dir as make_run_dir
+    from thinkj.train.config import check_keys, check_values, parse_overrides
+
+    _check_numbers(limit=limit, max_new_tokens=max_new_tokens, seed=seed, at_least_one=(("--iterations", iterations),))
+    check_device("--device", device)
+    dpo_overrides = parse_overrides(overrides or [])  # checked now, not after the first round of pairs
+    check_keys(dpo_overrides, dict.fromkeys(dpo_overrides, "overrides"))
+    check_values(dpo_overrides, dict.fromkeys(dpo_overrides, "overrides"))
 
     history = run_offline_iterations(
         pairs, judge, critic, make_run_dir(run_dir), iterations=iterations, stage_config=config, profile=model,

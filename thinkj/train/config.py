@@ -10,12 +10,18 @@ Later sources win: profile, then stage, then overrides. Override values are pars
                        overrides=["dataset_dir=runs/x/seed_set/lf", "num_train_epochs=1"])
 
 Every key is checked against LlamaFactory's own argument dataclasses (``llamafactory.hparams``), so a
-misspelt key fails here, with the file it came from, instead of deep inside a cluster job.
+misspelt key fails here, with the file it came from, instead of deep inside a cluster job; so is every value of a
+number or true/false argument (``bf16=no`` would be the string "no", which LlamaFactory reads as true), and the
+numbers that have a meaningful range are kept to it (``learning_rate`` > 0, ``max_steps`` >= 1 or -1, …).
 """
 
 from __future__ import annotations
 
+import functools
+import math
 import os
+import types
+import typing
 from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
@@ -172,6 +178,109 @@ def check_keys(config: dict[str, Any], sources: dict[str, str] | None = None) ->
         raise ConfigError(f"not LlamaFactory arguments: {where}")
 
 
+@functools.cache
+def llamafactory_kinds() -> dict[str, tuple[type, bool]]:
+    """LlamaFactory arguments typed a plain number or boolean -> (int | float | bool, whether null is allowed)."""
+    from dataclasses import fields
+
+    from llamafactory.hparams import (
+        DataArguments,
+        FinetuningArguments,
+        GeneratingArguments,
+        ModelArguments,
+        TrainingArguments,
+    )
+
+    kinds: dict[str, tuple[type, bool]] = {}
+    for cls in (ModelArguments, DataArguments, TrainingArguments, FinetuningArguments, GeneratingArguments):
+        try:
+            hints = typing.get_type_hints(cls)
+        except Exception:  # an annotation this Python cannot resolve: its keys keep only the name check
+            continue
+        for f in fields(cls):
+            hint = hints.get(f.name)
+            args = typing.get_args(hint) if isinstance(hint, types.UnionType) or typing.get_origin(hint) is typing.Union \
+                else (hint,)
+            plain = [a for a in args if a is not type(None)]
+            if len(plain) == 1 and plain[0] in (int, float, bool):
+                kinds.setdefault(f.name, (plain[0], len(plain) < len(args)))
+    return kinds
+
+
+# key -> (low, low_open, high, high_open): the range a value must lie in; None leaves that side open.
+VALUE_RANGES: dict[str, tuple[float | None, bool, float | None, bool]] = {
+    "learning_rate": (0, True, None, False),
+    "num_train_epochs": (0, True, None, False),
+    "per_device_train_batch_size": (1, False, None, False),
+    "per_device_eval_batch_size": (1, False, None, False),
+    "gradient_accumulation_steps": (1, False, None, False),
+    "warmup_ratio": (0, False, 1, False),
+    "warmup_steps": (0, False, None, False),
+    "weight_decay": (0, False, None, False),
+    "max_grad_norm": (0, False, None, False),
+    "adam_beta1": (0, False, 1, True),
+    "adam_beta2": (0, False, 1, True),
+    "adam_epsilon": (0, True, None, False),
+    "logging_steps": (0, True, None, False),
+    "save_steps": (0, True, None, False),
+    "eval_steps": (0, True, None, False),
+    "seed": (0, False, None, False),
+    "data_seed": (0, False, None, False),
+    "cutoff_len": (1, False, None, False),
+    "max_samples": (1, False, None, False),
+    "val_size": (0, False, None, False),
+    "preprocessing_num_workers": (1, False, None, False),
+    "dataloader_num_workers": (0, False, None, False),
+    "label_smoothing_factor": (0, False, 1, True),
+    "pref_beta": (0, True, None, False),
+    "pref_ftx": (0, False, None, False),
+    "lora_rank": (1, False, None, False),
+    "lora_alpha": (0, True, None, False),
+    "lora_dropout": (0, False, 1, True),
+    "temperature": (0, False, None, False),
+    "top_p": (0, True, 1, False),
+    "max_new_tokens": (1, False, None, False),
+}
+
+
+def check_values(config: dict[str, Any], sources: dict[str, str] | None = None) -> dict[str, Any]:
+    """Refuse, naming the key and where it came from, a value LlamaFactory would misread or train nonsense with: not
+    a number (or true/false) where the argument is one, not finite, or outside :data:`VALUE_RANGES`. Returns the
+    config with whole floats given for integer arguments (``max_steps=1e3``) made ints."""
+    kinds = llamafactory_kinds()
+    out = dict(config)
+    for key, value in config.items():
+        where = f"{key}={value!r} (from {(sources or {}).get(key, 'config')})"
+        kind, nullable = kinds.get(key, (None, True))
+        if value is None:
+            if kind is not None and not nullable:
+                raise ConfigError(f"{where}: must be {'true or false' if kind is bool else 'a number'}, not null")
+            continue
+        if kind is bool:
+            if not isinstance(value, bool):
+                raise ConfigError(f"{where}: must be true or false")
+            continue
+        if kind in (int, float) and (isinstance(value, bool) or not isinstance(value, (int, float))):
+            raise ConfigError(f"{where}: must be a number")
+        if isinstance(value, float) and not math.isfinite(value):
+            raise ConfigError(f"{where}: must be a finite number")
+        if kind is int and isinstance(value, float):
+            if not value.is_integer():
+                raise ConfigError(f"{where}: must be an integer")
+            out[key] = value = int(value)
+        if key == "max_steps" and isinstance(value, int) and value != -1 and value < 1:
+            raise ConfigError(f"{where}: must be >= 1 (or -1: train for num_train_epochs)")
+        limits = VALUE_RANGES.get(key)
+        if limits is None or isinstance(value, bool) or not isinstance(value, (int, float)):
+            continue
+        low, low_open, high, high_open = limits
+        if low is not None and (value <= low if low_open else value < low):
+            raise ConfigError(f"{where}: must be {'>' if low_open else '>='} {low:g}")
+        if high is not None and (value >= high if high_open else value > high):
+            raise ConfigError(f"{where}: must be {'<' if high_open else '<='} {high:g}")
+    return out
+
+
 def build_config(stage: str | os.PathLike, profile: str | os.PathLike | None = None,
                  overrides: Iterable[str] | dict[str, Any] = ()) -> dict[str, Any]:
     """Merge profile, stage YAML and overrides (later wins); check keys; resolve repo-relative paths."""
@@ -190,6 +299,7 @@ def build_config(stage: str | os.PathLike, profile: str | os.PathLike | None = N
             merged[key] = value
             sources[key] = source
     check_keys(merged, sources)
+    merged = check_values(merged, sources)
     for key in _REPO_RELATIVE_KEYS:
         value = merged.get(key)
         if isinstance(value, str) and value and not Path(value).is_absolute():
