@@ -45,6 +45,7 @@ def _files(tmp: Path) -> dict[str, Path]:
     doc("unknown_bench", _result("rewardbnch", {"overall": 83.0}, unit="percent"))
     doc("pooled_text", _result("rewardbench", {"sections": {"Chat": "high", "Chat Hard": 50.0}, "overall": 60.0},
                                unit="percent"))
+    doc("bad_interval", _result("synthetic", {"accuracy": 50.0, "accuracy_ci95": ["low", 60.0]}, unit="percent"))
     files["huge_int"] = tmp / "huge_int.results.json"
     files["huge_int"].write_text('{"benchmark": "rmbench", "metrics": {"overall": 1' + "0" * 5000 + "}}")
 
@@ -61,6 +62,7 @@ def _files(tmp: Path) -> dict[str, Path]:
     clipped("no_verdict", "<think>\nx\n</think>\nBoth have merits.")
     clipped("hedging", "<think>\nx\n</think>\nResponse (a) is better. Response (b) is better.")
     clipped("other_strength", judge_output("x", pair.label, 3), strength=2)
+    clipped("strength_seven", judge_output("x", pair.label, 7), strength=7)
 
     def records(name: str, rows: list[dict]) -> None:
         files[name] = tmp / f"{name}.jsonl"
@@ -98,6 +100,8 @@ CASES = [
      "pooled_text.results.json, field 'metrics.sections.Chat': must be a number, got 'high'"),
     ("tables: an unknown benchmark", ["tables", "2", "--results", "{unknown_bench}", "--out", "{outdir}"],
      "unknown_bench.results.json, field 'benchmark': unknown benchmark 'rewardbnch'"),
+    ("tables: an interval bound that is text", ["tables", "demo", "--results", "{bad_interval}", "--out", "{outdir}"],
+     "bad_interval.results.json, field 'metrics.accuracy interval': must be a number, got 'low'"),
     ("tables: an integer of 5,000 digits", ["tables", "2", "--results", "{huge_int}", "--out", "{outdir}"],
      "huge_int.results.json: not valid JSON"),
     # thinkj data seed-set: the SFT target says what the label says
@@ -109,6 +113,8 @@ CASES = [
      "hedging.jsonl, line 1, field 'target': the target states no verdict the parser reads (conflicting verdicts)"),
     ("seed-set: target strength is not the told one", ["data", "seed-set", "{other_strength}", "{outdir}"],
      "other_strength.jsonl, line 1, field 'strength': the target states strength 3 but the record's is 2"),
+    ("seed-set: a strength outside 1-3", ["data", "seed-set", "{strength_seven}", "{outdir}"],
+     "strength_seven.jsonl, line 1, field 'strength': must be an integer 1-3 or null, got 7"),
     ("seed-set: a critic as the judge template", ["data", "seed-set", "{good_clipped}", "{outdir}", "--template",
                                                  "critic_strength_v2"], "--template critic_strength_v2: a critic"),
     ("seed-set: a judge as the critic template", ["data", "seed-set", "{good_clipped}", "{outdir}", "--critic-template",

@@ -30,7 +30,7 @@ from thinkj.export.llamafactory import write_sft_dataset
 from thinkj.export.verl import write_verl_parquet
 from thinkj.prompts import AnswerFormat, get_template
 from thinkj.records import PreferencePair, RecordError, load_pairs, read_jsonl, write_json, write_jsonl
-from thinkj.verdict import parse_verdict
+from thinkj.verdict import STRENGTH_RANGE, parse_verdict
 
 JUDGE_DATASET, CRITIC_DATASET = "thinkj_judge_sft", "thinkj_critic_sft"
 
@@ -40,7 +40,13 @@ TARGET_FORMAT = AnswerFormat(think=True, strength="optional")
 
 
 def check_target(target: str, pair: PreferencePair, strength: object, path: Path, line: int) -> None:
-    """The target's verdict is the pair's label, and a strength it states is the one the critic prompt is told."""
+    """The target's verdict is the pair's label, and a strength it states is the one the critic prompt is told (a
+    preference strength 1-3, or none)."""
+    low, high = STRENGTH_RANGE
+    if strength is not None and (isinstance(strength, bool) or not isinstance(strength, int)
+                                 or not low <= strength <= high):
+        raise RecordError(f"must be an integer {low}-{high} or null, got {strength!r}", path=path, line=line,
+                          field="strength")
     verdict = parse_verdict(target, TARGET_FORMAT, strict=False)
     if verdict.choice == "none":
         raise RecordError(f"the target states no verdict the parser reads ({verdict.reason})", path=path, line=line,

@@ -100,13 +100,14 @@ def _read_paths(benchmark: str) -> dict[tuple[str, ...], tuple[float, float]]:
 
 def _check_metrics(data: dict[str, Any], benchmark: str, path: Path) -> None:
     """The metrics the tables read, checked when the file is read (not only when a cell happens to need them): each
-    a number in its bounds, or absent / null. Then the unit: a declared one must be ``percent``; without one,
+    a number in its bounds, or absent / null, and its interval, if any, finite numbers. Then the unit: a declared one must be ``percent``; without one,
     values that are all within 0-1 (and not all 0) are fractions by every likelihood -- 0.83 would print as 0.8,
     so the file is refused, not guessed at."""
     found = []
     for keys, bounds in _read_paths(benchmark).items():
         where = ".".join(keys)
         value = _percentage(_number(_lookup(data["metrics"], keys), path, where), path, where, bounds)
+        _interval(data["metrics"], keys, path)
         if value is not None:
             found.append((where, value))
     if "unit" in data:
@@ -255,23 +256,29 @@ def metric_value(result: Result, metric: Metric) -> float | None:
                        metric.bounds)
 
 
-def metric_interval(result: Result, metric: Metric) -> tuple[float, float] | None:
-    """A 95% interval when the metrics carry one: ``<key>_ci95``, ``ci95: {<key>: [lo, hi]}`` or
-    ``<key>: {"value": ..., "ci95": [lo, hi]}``."""
-    if metric.derive or not metric.path:
-        return None
-    *parent, key = metric.path
-    node = _lookup(result.metrics, tuple(parent))
+def _interval(metrics: dict[str, Any], keys: tuple[str, ...], path: Path) -> tuple[float, float] | None:
+    *parent, key = keys
+    node = _lookup(metrics, tuple(parent))
     if not isinstance(node, dict):
         return None
     candidates = [node.get(f"{key}_ci95"), node.get(f"{key}_ci"), (node.get("ci95") or {}).get(key)
                   if isinstance(node.get("ci95"), dict) else None]
     if isinstance(node.get(key), dict):
         candidates.append(node[key].get("ci95") or node[key].get("ci"))
-    where = ".".join(metric.path)
+    where = f"{'.'.join(keys)} interval"
     for cand in candidates:
         if isinstance(cand, (list, tuple)) and len(cand) == 2:
-            lo, hi = _number(cand[0], result.path, f"{where} interval"), _number(cand[1], result.path, f"{where} interval")
+            lo, hi = (_number(v, path, where) for v in cand)
             if lo is not None and hi is not None:
+                if not (math.isfinite(lo) and math.isfinite(hi)):
+                    raise RecordError(f"[{lo}, {hi}] is not a finite interval", path=path, field=f"metrics.{where}")
                 return lo, hi
     return None
+
+
+def metric_interval(result: Result, metric: Metric) -> tuple[float, float] | None:
+    """A 95% interval when the metrics carry one: ``<key>_ci95``, ``ci95: {<key>: [lo, hi]}`` or
+    ``<key>: {"value": ..., "ci95": [lo, hi]}``; bounds that are not finite numbers raise RecordError."""
+    if metric.derive or not metric.path:
+        return None
+    return _interval(result.metrics, metric.path, result.path)
