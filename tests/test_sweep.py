@@ -275,6 +275,10 @@ BAD_SPECS = [
     ("self-referencing alias", _GOOD.replace("{w: 1}", "&s {w: [*s]}"), None, "nested deeper than 100 levels"),
     ("5,000-digit integer", _GOOD.replace("{w: 1}", "{w: " + "1" * 5000 + "}"), None,
      "an integer longer than Python's limit"),
+    ("step expanding to nothing", _GOOD.replace("{w: 1}", "{w: ''}").replace("echo {w}", "{w}"), "steps[0]",
+     "expands to an empty command"),
+    ("grid of too many runs", _GOOD.replace("{w: 1}", "{}") + "grid: {" + ", ".join(
+        f"a{i}: [1, 2, 3, 4, 5, 6, 7, 8, 9, 10]" for i in range(5)) + "}\n", "grid", "100,000 runs, more than 10,000"),
     ("eval step with an unknown benchmark", _GOOD.replace("echo {w}", "thinkj eval run rewardbnch --model m"),
      "steps[0]", "thinkj eval run 'rewardbnch': unknown benchmark"),
 ]

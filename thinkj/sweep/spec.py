@@ -52,6 +52,7 @@ SPEC_KEYS = {"name", "description", "table", "table_spec", "settings", "grid", "
 # Values every template gets from the runner; a setting of one of these names would be silently hidden.
 RESERVED = ("name", "run_dir", "sweep_dir", "tag_args")
 TABLE_SPEC_KEYS = {"title", "rows", "fixed_tags", "group", "columns"}
+MAX_RUNS = 10_000  # a sweep is launched run by run; a grid past this is a mistake (an axis pasted as a long list)
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")  # a sweep name is a folder name
 _SETTING = re.compile(r"[A-Za-z_][A-Za-z0-9_-]*")  # what a {placeholder} can name
 
@@ -422,6 +423,8 @@ def _expand_one(spec: SweepSpec, settings: dict[str, Any], name: str, run_dir: s
         for i, step in enumerate(spec.steps):
             where = f"steps[{i}]"
             commands.append(" ".join(values.render(step).split()))
+            if not commands[-1]:  # a step that would run nothing and count as done
+                raise _TemplateError(f"{step!r} expands to an empty command (write `true` for a step that does nothing)")
         results = []
         for i, template in enumerate(spec.results):
             where = f"results[{i}]"
@@ -455,6 +458,10 @@ def expand(spec: SweepSpec, sweep_dir: str | Path) -> list[Run]:
     """Every run of the sweep, in a stable order (explicit runs outer, grid axes inner, as written)."""
     sweep_dir = Path(sweep_dir)
     axes = list(spec.grid)
+    count = math.prod(len(spec.grid[a]) for a in axes) * max(1, len(spec.runs))
+    if count > MAX_RUNS:
+        raise RecordError(f"the grid and runs make {count:,} runs, more than {MAX_RUNS:,}: narrow an axis (--set)",
+                          path=spec.path, field="grid")
     points = []
     for combo in itertools.product(*(spec.grid[a] for a in axes)):
         point: dict[str, Any] = {}
