@@ -485,3 +485,26 @@ def test_full_disk_verl_parquet_keeps_the_previous_file(disk):
     with pytest.raises(WriteError, match=rf"^{target}: cannot write \(No space left on device\)"):
         write_verl_parquet(target, pairs)
     assert target.read_bytes() == before and disk.files() == ["rl.parquet"]
+
+
+@pytest.mark.parametrize("damage", [b'{"judge_sft": {', b"[]", b'{"a": ' + b"1" * 5000 + b"}", b"\xff\xfe"])
+def test_damaged_json_beside_an_output_is_one_line(damage, tmp_path):
+    """A LlamaFactory dataset_info.json or a stage summary that is not a readable JSON object is named, not a
+    traceback (and the dataset registry is not overwritten with it)."""
+    from thinkj.data.table1 import table1_counts
+    from thinkj.export.llamafactory import register_dataset
+
+    info = tmp_path / "lf" / "dataset_info.json"
+    info.parent.mkdir()
+    info.write_bytes(damage)
+    with pytest.raises(RecordError, match=rf"^{info}: "):
+        register_dataset(info.parent, "thinkj_sft", {"file_name": "x.json"})
+    assert info.read_bytes() == damage
+    summary = tmp_path / "run" / "source.summary.json"
+    summary.parent.mkdir()
+    summary.write_bytes(damage)
+    if damage == b"[]":  # a JSON list is not a summary: skipped, as any file without a stage
+        assert all(ours is None for _, ours, _ in table1_counts(tmp_path / "run"))
+        return
+    with pytest.raises(RecordError, match=rf"^{summary}: "):
+        table1_counts(tmp_path / "run")

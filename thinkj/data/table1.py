@@ -11,12 +11,11 @@ Preference-v0.2: 10K, 1496, 870, 707; the paper has no clipping row, so that cel
 
 from __future__ import annotations
 
-import json
 import os
 from pathlib import Path
 from typing import Any
 
-from thinkj.errors import ThinkJError
+from thinkj.records import read_json
 
 # (row label, stage whose n_out it reports, the paper's count)
 ROWS: list[tuple[str, str, str]] = [
@@ -32,10 +31,7 @@ def find_summaries(run_dir: str | os.PathLike) -> dict[str, dict[str, Any]]:
     """stage name -> summary, from every ``*.summary.json`` under ``run_dir`` (the newest one wins)."""
     found: dict[str, tuple[float, dict[str, Any]]] = {}
     for path in sorted(Path(run_dir).rglob("*.summary.json")):
-        try:
-            data = json.loads(path.read_text())
-        except ValueError as err:
-            raise ThinkJError(f"{path}: not valid JSON ({err})") from None
+        data = read_json(path)  # a damaged summary is one line naming it
         stage = data.get("stage") if isinstance(data, dict) else None
         if not stage or "n_out" not in data:
             continue

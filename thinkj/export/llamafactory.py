@@ -13,13 +13,12 @@ then in a LlamaFactory YAML: ``dataset: thinkj_judge_sft`` and ``dataset_dir: <o
 
 from __future__ import annotations
 
-import json
 import os
 from collections.abc import Iterable
 from pathlib import Path
 
 from thinkj.errors import ThinkJError
-from thinkj.records import write_json
+from thinkj.records import RecordError, read_json, write_json
 
 Messages = list[dict[str, str]]
 
@@ -37,7 +36,9 @@ def register_dataset(out_dir: str | os.PathLike, name: str, entry: dict) -> None
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     info_path = out_dir / "dataset_info.json"
-    info = json.loads(info_path.read_text()) if info_path.exists() else {}
+    info = read_json(info_path) if info_path.exists() else {}
+    if not isinstance(info, dict):
+        raise RecordError(f"must be a JSON object of datasets, got {type(info).__name__}", path=info_path)
     info[name] = entry
     write_json(info_path, info, indent=2)
 
