@@ -13,6 +13,7 @@
 #   python -m thinkj.pipeline --print-env
 #   MODEL_PROFILE [qwen2.5-7b-instruct]   MODEL_NAME [Qwen2.5-7B-Instruct]   RUN_DIR [runs/$MODEL_PROFILE[_seed$SEED]]
 #   TRAIN_SOURCE [skywork]  SOURCE_LOCATION []  SOURCE_LIMIT []  JUDGE_BACKEND [vllm]  TP [1]
+#   DIFFICULTY_MAX_NEW_TOKENS [the profile's max_new_tokens]
 #   TEACHER_MODEL [deepseek-reasoner]  TEACHER_URL [https://api.deepseek.com/v1]  TEACHER_KEY_ENV [DEEPSEEK_API_KEY]
 #   LEARNING [online]  RL_ALGO [grpo]  REWARD_PRESET [thinkj_qwen]  W_ACC/W_FMT/W_STR [preset's]
 #   NNODES [2]  GPUS_PER_NODE [8]  OFFLINE_ITERATIONS [1]  BENCHMARKS [rewardbench rmbench autoj]
@@ -22,6 +23,8 @@
 # Unset, each stage keeps its own default (difficulty 0, LlamaFactory 42, verl's null/42/42, pairs 0, eval 0),
 # so earlier runs stay reproducible and done. SEED is in the completion records: changing it under one RUN_DIR
 # stops the run naming SEED; with the default RUN_DIR a seeded run goes to runs/<MODEL_PROFILE>_seed<SEED>.
+# A variable that looks like a setting but is none (W_STRR, any unknown W_*, w_str, BENCHMARK) is refused with
+# "did you mean ...?" instead of being ignored; a reward weight must be a finite number >= 0.
 # The stage list lives in thinkj/pipeline.py; this script only picks the interpreter.
 set -euo pipefail
 cd "$(dirname "$0")/.."
