@@ -152,9 +152,9 @@ def check_weights(preset: str, weights: dict[str, Any]) -> None:
             raise ThinkJError(f"--weight {name}: reward preset {preset!r} has no such weight ({hint}its weights: "
                               f"{', '.join(sorted(known)) or 'none'})")
         if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
-            raise ThinkJError(f"--weight {name}={value!r}: must be a finite number")
+            raise ThinkJError(f"--weight {name} must be a finite number, got {value!r}")
         if name.startswith("w_") and value < 0:
-            raise ThinkJError(f"--weight {name}={value!r}: a term weight must be >= 0")
+            raise ThinkJError(f"--weight {name} must be >= 0 (a term weight), got {value!r}")
 
 
 def _read_json(path: Path) -> dict[str, Any] | None:
