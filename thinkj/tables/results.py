@@ -100,9 +100,9 @@ def _read_paths(benchmark: str) -> dict[tuple[str, ...], tuple[float, float]]:
 
 def _check_metrics(data: dict[str, Any], benchmark: str, path: Path) -> None:
     """The metrics the tables read, checked when the file is read (not only when a cell happens to need them): each
-    a number in its bounds, or absent / null, and its interval, if any, finite numbers. Then the unit: a declared one must be ``percent``; without one,
-    values that are all within 0-1 (and not all 0) are fractions by every likelihood -- 0.83 would print as 0.8,
-    so the file is refused, not guessed at."""
+    a number in its bounds, or absent / null, and its interval, if any, finite numbers. Then the unit: a declared
+    one must be ``percent``; without one, values that are all within 0-1 (and not all 0) are fractions by every
+    likelihood -- 0.83 would print as 0.8 -- so the file is refused, not guessed at."""
     found = []
     for keys, bounds in _read_paths(benchmark).items():
         where = ".".join(keys)
