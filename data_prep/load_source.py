@@ -9,6 +9,8 @@
         --out runs/hh/source/hh_test.jsonl --skip-invalid
     # HH-RLHF with strength from a classifier's scores ({"row": N, "chosen": s1, "rejected": s2} per line)
     python -m data_prep.load_source hh_rlhf --location hh.jsonl.gz --scores-file bt_scores.jsonl --out hh.jsonl
+    # this project's PreferencePair JSONL (e.g. `thinkj data task facts runs/cpu/task`)
+    python -m data_prep.load_source pairs --location runs/cpu/task/train.jsonl --out runs/cpu/data/source.jsonl
     # any JSONL/parquet with a column mapping
     python -m data_prep.load_source generic --location my.parquet --out my.jsonl \
         --column-map '{"prompt": "question", "chosen": "good", "rejected": "bad"}'
@@ -31,7 +33,7 @@ from thinkj.records import write_json, write_jsonl
 
 def main(argv: list[str] | None = None) -> dict:
     parser = OneLineParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("kind", choices=["skywork", "helpsteer2", "hh_rlhf", "generic"])
+    parser.add_argument("kind", choices=["skywork", "helpsteer2", "hh_rlhf", "pairs", "generic"])
     parser.add_argument("--out", required=True)
     parser.add_argument("--location", default=None, help="hub dataset name or local file (default: the source's hub name)")
     parser.add_argument("--split", default=None)

@@ -39,6 +39,7 @@ import difflib
 import json
 import math
 import os
+import re
 import shlex
 import shutil
 import subprocess
@@ -58,7 +59,7 @@ DEFAULTS: dict[str, tuple[str, str]] = {
     "MODEL_PROFILE": ("qwen2.5-7b-instruct", "configs/models/<profile>.yaml: hub id + LlamaFactory template"),
     "MODEL_NAME": ("Qwen2.5-7B-Instruct", "tags.model in results JSON (what `thinkj tables` matches)"),
     "RUN_DIR": ("", "every output goes under here [runs/<MODEL_PROFILE>, runs/<MODEL_PROFILE>_seed<SEED> with SEED]"),
-    "TRAIN_SOURCE": ("skywork", "data_prep.load_source kind: skywork | helpsteer2 | hh_rlhf | generic"),
+    "TRAIN_SOURCE": ("skywork", "data_prep.load_source kind: skywork | helpsteer2 | hh_rlhf | pairs (PreferencePair JSONL)"),
     "TRAIN_DATA_NAME": ("Skywork", "tags.train_data"),
     "SOURCE_LOCATION": ("", "hub name or local file for the source [the loader's hub default]"),
     "SOURCE_LIMIT": ("", "keep the first N pairs [all]"),
@@ -86,22 +87,35 @@ DEFAULTS: dict[str, tuple[str, str]] = {
     "SEED": ("", "seed of every seeded stage [unset: each stage's own default, listed below]"),
     "TABLES": ("4", "tables to render from this run's results (space separated)"),
     "DRY_RUN": ("0", "1 = print every command in order, run nothing"),
+    # Scale: what a GPU run leaves at the configs' values and a CPU rehearsal (scripts/reproduce_cpu.sh) sets
+    "DEVICE": ("gpu", "gpu | cpu: cpu trains with LlamaFactory and verl's own trainer on this machine's CPU"),
+    "SFT_OVERRIDES": ("", "LlamaFactory key=value overrides of judge and critic SFT, space separated [the configs']"),
+    "DPO_OVERRIDES": ("", "LlamaFactory key=value overrides of offline DPO, space separated [the config's]"),
+    "PAIR_LIMIT": ("", "critic-guided pairs from the first N RL comparisons [all]"),
+    "PAIR_MAX_NEW_TOKENS": ("", "generation budget of the critic-guided pairs [MODEL_PROFILE's max_new_tokens]"),
+    "RL_STEPS": ("", "verl trainer.total_training_steps [the config's epochs]"),
+    "VERL_OVERRIDES": ("", "verl Hydra overrides key=value, space separated, applied last [none]"),
+    "BENCHMARK_DATA": ("", "local data per benchmark, 'autoj=FILE rmbench=DIR synthetic=FILE' [each benchmark's hub "
+                           "set]; the synthetic benchmark (a generated task's held-out pairs) needs one"),
 }
 
 
 # Settings that change what a stage produces, by stage (a stage also depends on every stage before it).
-# TP, NNODES, GPUS_PER_NODE, TEACHER_KEY_ENV, RUN_DIR and DRY_RUN change how a stage runs, not its result.
+# TP, NNODES, GPUS_PER_NODE, DEVICE, TEACHER_KEY_ENV, RUN_DIR and DRY_RUN change how a stage runs, not its result.
 # SEED enters at difficulty, the first seeded stage; every later stage depends on it through that one.
 STAGE_SETTINGS: dict[str, tuple[str, ...]] = {
     "load": ("TRAIN_SOURCE", "SOURCE_LOCATION", "SOURCE_LIMIT"),
     "difficulty": ("MODEL_PROFILE", "JUDGE_BACKEND", "SEED", "DIFFICULTY_MAX_NEW_TOKENS"),
     "dedup": ("DEDUP_MODEL", "DEDUP_THRESHOLD"),
     "traces": ("TEACHER_MODEL", "TEACHER_URL"),
-    "offline": ("OFFLINE_ITERATIONS",),
-    "online": ("RL_ALGO", "REWARD_PRESET", "W_ACC", "W_FMT", "W_STR"),
-    "eval": ("MODEL_NAME", "TRAIN_DATA_NAME", "EVAL_LIMIT", "MAX_NEW_TOKENS"),
-    "tables": ("TABLES",),
+    "judge_sft": ("SFT_OVERRIDES",),
+    "offline": ("OFFLINE_ITERATIONS", "DPO_OVERRIDES", "PAIR_LIMIT", "PAIR_MAX_NEW_TOKENS"),
+    "online": ("RL_ALGO", "REWARD_PRESET", "W_ACC", "W_FMT", "W_STR", "RL_STEPS", "VERL_OVERRIDES"),
+    "eval": ("MODEL_NAME", "TRAIN_DATA_NAME", "EVAL_LIMIT", "MAX_NEW_TOKENS"),  # + BENCHMARK_DATA's entry
 }
+# The tables stage reads every results file under <RUN_DIR>/eval (the default run's and each ablation's): it
+# depends on no single run's settings, and it runs every time (seconds) so the tables show every finished run.
+ALWAYS_RUN = ("tables",)
 # What each seeded stage uses when SEED is unset: the seeds the runs used before SEED existed, kept so that
 # those runs stay reproducible. The traces stage (the teacher's API) takes no seed; dedup, clip, seed_set,
 # merge and tables are deterministic.
@@ -115,7 +129,7 @@ STAGE_SEEDS: dict[str, str] = {
     "eval": "0 (thinkj eval run --seed)",
 }
 RL_ALGOS = ("grpo", "ppo", "reinforce_pp")
-SOURCES = ("skywork", "helpsteer2", "hh_rlhf", "generic")
+SOURCES = ("skywork", "helpsteer2", "hh_rlhf", "pairs")  # generic needs a column map the pipeline has no setting for
 
 
 class StageFailed(ThinkJError):
@@ -201,7 +215,7 @@ def validate(s: dict[str, str]) -> None:
     from thinkj.tables.specs import PAPER_ONLY, SPECS
 
     _one_of("DRY_RUN", s["DRY_RUN"], ("0", "1"))
-    _profile_hub_id(s["MODEL_PROFILE"])
+    _profile_hub_id(s["MODEL_PROFILE"], fetched=s["DRY_RUN"] != "1")
     _one_of("TRAIN_SOURCE", s["TRAIN_SOURCE"], SOURCES)
     _one_of("JUDGE_BACKEND", s["JUDGE_BACKEND"], ("vllm", "hf"))
     _one_of("LEARNING", s["LEARNING"], ("online", "offline"))
@@ -228,18 +242,78 @@ def validate(s: dict[str, str]) -> None:
     if not s["BENCHMARKS"].split():
         raise ThinkJError("BENCHMARKS='': name at least one benchmark")
     for bench in s["BENCHMARKS"].split():
-        _one_of("BENCHMARKS", bench, [b for b in BENCHMARKS if b != "synthetic"])
+        _one_of("BENCHMARKS", bench, list(BENCHMARKS))
     if not s["TABLES"].split():
         raise ThinkJError("TABLES='': name at least one table")
     for table in s["TABLES"].split():
         if table not in SPECS or table in PAPER_ONLY:
             raise ThinkJError(f"TABLES={s['TABLES']!r}: no table {table!r} to render from results; "
                               f"known: {', '.join(k for k in SPECS if k.isdigit())}")
+    _one_of("DEVICE", s["DEVICE"], ("gpu", "cpu"))
+    for name in ("PAIR_LIMIT", "PAIR_MAX_NEW_TOKENS", "RL_STEPS"):
+        if s[name]:
+            _positive_int(name, s[name])
+    _check_lf_overrides("SFT_OVERRIDES", s["SFT_OVERRIDES"])
+    _check_lf_overrides("DPO_OVERRIDES", s["DPO_OVERRIDES"])
+    _check_verl_overrides(s["VERL_OVERRIDES"])
+    data = benchmark_data(s)
+    if "synthetic" in s["BENCHMARKS"].split() and "synthetic" not in data:
+        raise ThinkJError("BENCHMARKS names synthetic, which has no hub set: give its held-out pairs as "
+                          "BENCHMARK_DATA='synthetic=<PreferencePair JSONL>'")
     if not s["TEACHER_KEY_ENV"].isidentifier():
         raise ThinkJError(f"TEACHER_KEY_ENV={s['TEACHER_KEY_ENV']!r}: must be an environment variable name")
     for name in ("MODEL_NAME", "TRAIN_DATA_NAME", "TEACHER_MODEL", "TEACHER_URL", "DEDUP_MODEL"):
         if not s[name].strip():
             raise ThinkJError(f"{name}='': must not be empty")
+
+
+def _split(name: str, value: str) -> list[str]:
+    try:
+        return shlex.split(value)
+    except ValueError as exc:
+        raise ThinkJError(f"{name}={value!r}: {exc}") from None
+
+
+def _check_lf_overrides(name: str, value: str) -> None:
+    """LlamaFactory ``key=value`` items: known keys and sensible values, checked before stage 1."""
+    from thinkj.train.config import check_keys, check_values, parse_overrides
+
+    try:
+        overrides = parse_overrides(_split(name, value))
+        check_keys(overrides, dict.fromkeys(overrides, name))
+        check_values(overrides, dict.fromkeys(overrides, name))
+    except ThinkJError as exc:
+        raise ThinkJError(f"{name}: {exc}") from None
+
+
+def _check_verl_overrides(value: str) -> None:
+    from thinkj.online.verl_launch import check_override
+
+    for item in _split("VERL_OVERRIDES", value):
+        try:
+            check_override(item)
+        except ThinkJError as exc:
+            raise ThinkJError(f"VERL_OVERRIDES: {exc}") from None
+
+
+def benchmark_data(s: Mapping[str, str]) -> dict[str, str]:
+    """``BENCHMARK_DATA`` as benchmark -> location; a benchmark named twice, one that is not in BENCHMARKS or an
+    item that is not ``name=location`` is an error (it would be ignored)."""
+    out: dict[str, str] = {}
+    benches = s["BENCHMARKS"].split()
+    for item in _split("BENCHMARK_DATA", s["BENCHMARK_DATA"]):
+        bench, sep, where = item.partition("=")
+        if not sep or not bench or not where:
+            raise ThinkJError(f"BENCHMARK_DATA: {item!r} is not benchmark=location")
+        if bench not in benches:
+            raise ThinkJError(f"BENCHMARK_DATA: {bench!r} is not among BENCHMARKS={s['BENCHMARKS']!r}")
+        if bench in out:
+            raise ThinkJError(f"BENCHMARK_DATA: {bench!r} is given twice")
+        local = bench == "synthetic" or "/" in where  # a hub name has one slash too: only a real run can tell
+        if s["DRY_RUN"] != "1" and local and "://" not in where and not Path(where).exists():
+            raise ThinkJError(f"BENCHMARK_DATA: {bench}={where}: no such file or folder")
+        out[bench] = where
+    return out
 
 
 def online_folder(s: dict[str, str]) -> str:
@@ -252,14 +326,30 @@ def _with_settings(stages: list[Stage], s: dict[str, str]) -> list[Stage]:
     """Give each stage the settings its output depends on: its own and those of every stage before it."""
     seen: dict[str, str] = {}
     out = []
+    data = benchmark_data(s)
     for stage in stages:
         kind = "eval" if stage.name.startswith("eval_") else stage.name
-        seen.update({name: s[name] for name in STAGE_SETTINGS.get(kind, ())})
+        if kind in ALWAYS_RUN:
+            out.append(Stage(stage.name, stage.argv, stage.output, {"TABLES": s["TABLES"]}, stage.inputs))
+            continue
+        seen.update({name: record_value(name, s[name]) for name in STAGE_SETTINGS.get(kind, ())})
+        extra = {}
         if kind == "eval":
-            seen["BENCHMARK"] = stage.name[len("eval_"):]
-        out.append(Stage(stage.name, stage.argv, stage.output, dict(seen), stage.inputs))
-        seen.pop("BENCHMARK", None)
+            bench = stage.name[len("eval_"):]
+            extra = {"BENCHMARK": bench, **({"BENCHMARK_DATA": data[bench]} if bench in data else {})}
+        out.append(Stage(stage.name, stage.argv, stage.output, {**seen, **extra}, stage.inputs))
     return out
+
+
+def record_value(name: str, value: str) -> str:
+    """A setting as a completion record keeps it. A teacher on this machine (the CPU rehearsal's scripted R1) gets
+    a free port each run: the port is where it listens, not which teacher it is, so it is left out."""
+    if name == "TEACHER_URL":
+        return _LOOPBACK_PORT.sub(r"\1:*", value)
+    return value
+
+
+_LOOPBACK_PORT = re.compile(r"^(https?://(?:127\.0\.0\.1|localhost|\[::1\])):[^/]*")
 
 
 def plan(s: dict[str, str]) -> list[Stage]:
@@ -269,7 +359,7 @@ def plan(s: dict[str, str]) -> list[Stage]:
     data, train = run / "data", run / "train"
     source, hard, kept = data / "source.jsonl", data / "difficulty" / "kept.jsonl", data / "dedup" / "kept.jsonl"
     traces, clipped, seed = data / "traces" / "traces.jsonl", data / "clip" / "clipped.jsonl", data / "seed_set"
-    hub = _profile_hub_id(s["MODEL_PROFILE"])
+    hub = _profile_hub_id(s["MODEL_PROFILE"], fetched=s["DRY_RUN"] != "1")
     profile = _profile_path(s["MODEL_PROFILE"])
     budget = s["DIFFICULTY_MAX_NEW_TOKENS"] or str(_profile_budget(s["MODEL_PROFILE"]))
     lf_config = CONFIGS / "llamafactory"
@@ -279,6 +369,9 @@ def plan(s: dict[str, str]) -> list[Stage]:
     # A local SOURCE_LOCATION is an input whose content the load stage's record keeps; a hub name is not local.
     local_source = {"source": Path(s["SOURCE_LOCATION"])} if s["SOURCE_LOCATION"] else {}
     judge_sft = train / "judge_sft"
+    cpu = ["--device", "cpu"] if s["DEVICE"] == "cpu" else []
+    sft_over, dpo_over = _split("SFT_OVERRIDES", s["SFT_OVERRIDES"]), _split("DPO_OVERRIDES", s["DPO_OVERRIDES"])
+    bench_data = benchmark_data(s)
     stages = [
         Stage("load", [py, "-m", "data_prep.load_source", s["TRAIN_SOURCE"], "--out", str(source),
                        *_opt("--location", s["SOURCE_LOCATION"]), *_opt("--limit", s["SOURCE_LIMIT"])], source,
@@ -297,7 +390,7 @@ def plan(s: dict[str, str]) -> list[Stage]:
         Stage("seed_set", ["thinkj", "data", "seed-set", str(clipped), str(seed)], seed / "dataset_info.json",
               inputs={"clipped": clipped}),
         Stage("judge_sft", ["thinkj", "train", "sft", "judge_sft", "--model", s["MODEL_PROFILE"], "--run-dir", str(train),
-                            f"dataset_dir={seed}", *lf_seed], judge_sft / "thinkj_train.json",
+                            *cpu, f"dataset_dir={seed}", *lf_seed, *sft_over], judge_sft / "thinkj_train.json",
               inputs={"dataset": seed, "profile": profile, "config": lf_config / "judge_sft.yaml"}),
     ]
     if s["LEARNING"] == "offline":
@@ -305,11 +398,14 @@ def plan(s: dict[str, str]) -> list[Stage]:
         critic = train / "critic_sft"
         stages += [
             Stage("critic_sft", ["thinkj", "train", "sft", "critic_sft", "--model", s["MODEL_PROFILE"], "--run-dir",
-                                 str(train), f"dataset_dir={seed}", *lf_seed], critic / "thinkj_train.json",
+                                 str(train), *cpu, f"dataset_dir={seed}", *lf_seed, *sft_over],
+                  critic / "thinkj_train.json",
                   inputs={"dataset": seed, "profile": profile, "config": lf_config / "critic_sft.yaml"}),
             Stage("offline", ["thinkj", "train", "offline", "--pairs", str(seed / "rl_pairs.jsonl"), "--judge", str(judge_sft),
                               "--critic", str(critic), "--iterations", k, "--model", s["MODEL_PROFILE"],
-                              "--run-dir", str(train), "--backend", s["JUDGE_BACKEND"], *seed_opt, *lf_seed],
+                              "--run-dir", str(train), "--backend", s["JUDGE_BACKEND"], *cpu,
+                              *_opt("--limit", s["PAIR_LIMIT"]), *_opt("--max-new-tokens", s["PAIR_MAX_NEW_TOKENS"]),
+                              *seed_opt, *lf_seed, *dpo_over],
                   train / "offline" / "iterations.json",
                   inputs={"pairs": seed / "rl_pairs.jsonl", "judge": judge_sft, "critic": critic, "profile": profile,
                           "config": lf_config / "dpo.yaml"}),
@@ -322,7 +418,9 @@ def plan(s: dict[str, str]) -> list[Stage]:
         stages += [
             Stage("online", ["thinkj", "train", "rl", "--engine", "verl", "--algo", s["RL_ALGO"], "--model", str(judge_sft),
                              "--data", str(seed / "rl.parquet"), "--out", str(online), "--preset", s["REWARD_PRESET"],
-                             *weights, "--nnodes", s["NNODES"], "--gpus-per-node", s["GPUS_PER_NODE"], *verl_seed],
+                             *weights, "--nnodes", s["NNODES"], "--gpus-per-node", s["GPUS_PER_NODE"], *cpu,
+                             *verl_seed, *([f"trainer.total_training_steps={s['RL_STEPS']}"] if s["RL_STEPS"] else []),
+                             *_split("VERL_OVERRIDES", s["VERL_OVERRIDES"])],
                   online / "checkpoints",
                   inputs={"data": seed / "rl.parquet", "judge": judge_sft, "config": _verl_config(s["RL_ALGO"])}),
             Stage("merge", [py, "-m", "thinkj.pipeline", "merge-verl", str(online / "checkpoints"), str(online / "hf")],
@@ -340,10 +438,12 @@ def plan(s: dict[str, str]) -> list[Stage]:
         stages.append(Stage(f"eval_{bench}", ["thinkj", "eval", "run", bench, "--model", str(final), "--backend",
                                               s["JUDGE_BACKEND"], "--out", str(evals / bench), *tag_args,
                                               "--max-new-tokens", s["MAX_NEW_TOKENS"], *_opt("--limit", s["EVAL_LIMIT"]),
-                                              *seed_opt,
+                                              *seed_opt, *_opt("--data", bench_data.get(bench, "")),
                                               *(["--backend-arg", f"tensor_parallel_size={s['TP']}"]
                                                 if s["JUDGE_BACKEND"] == "vllm" else [])],
-                            evals / bench / f"{bench}.results.json", inputs={"model": final}))
+                            evals / bench / f"{bench}.results.json",
+                            inputs={"model": final, **({"data": Path(bench_data[bench])} if bench in bench_data
+                                                       and Path(bench_data[bench]).exists() else {})}))
     tables = run / "tables"
     stages.append(Stage("tables", ["thinkj", "tables", *s["TABLES"].split(), "--results", str(run / "eval"),
                                    "--out", str(tables)], tables / f"table{s['TABLES'].split()[-1]}.md"))
@@ -361,17 +461,26 @@ CONFIGS = Path(__file__).resolve().parent.parent / "configs"
 
 
 def _profile_path(profile: str) -> Path:
-    path = CONFIGS / "models" / f"{profile}.yaml"
+    """configs/models/<profile>.yaml, or a profile YAML given by path (a model built for one run: the tiny one)."""
+    path = Path(profile) if profile.endswith((".yaml", ".yml")) else CONFIGS / "models" / f"{profile}.yaml"
     if not path.is_file():
         raise ThinkJError(f"MODEL_PROFILE={profile!r}: no {path}")
     return path
 
 
-def _profile_hub_id(profile: str) -> str:
-    """The hub id in configs/models/<profile>.yaml (the judge being filtered for, the clip tokenizer)."""
+def _profile_hub_id(profile: str, fetched: bool = True) -> str:
+    """The hub id in configs/models/<profile>.yaml (the judge being filtered for, the clip tokenizer). A catalog
+    model (``thinkj_model: smollm2``) is its converted folder, which must be fetched unless ``fetched`` is false
+    (a dry run prints where it will be)."""
     from thinkj.train.config import profile_settings
 
-    # profile_settings: a catalog model (thinkj_model: smollm2) becomes its converted folder
+    if not fetched:
+        from thinkj.models.catalog import model_dir
+        from thinkj.yaml_strict import read_yaml
+
+        data = read_yaml(_profile_path(profile))
+        if isinstance(data, dict) and isinstance(data.get("thinkj_model"), str) and "model_name_or_path" not in data:
+            return str(model_dir(data["thinkj_model"]))
     return str(profile_settings(_profile_path(profile))["model_name_or_path"])
 
 
@@ -503,7 +612,8 @@ def run_pipeline(s: dict[str, str], out=sys.stdout) -> list[str]:
         raise ThinkJError(f"TEACHER_KEY_ENV={key}: the variable {key} holding the teacher's API key is not set "
                           "(the traces stage needs it; any value for a local teacher that takes none)")
     for stage in stages:
-        if not ran and is_done(stage):  # after a stage that runs, every later one runs on its new output
+        if not ran and stage.name not in ALWAYS_RUN and is_done(stage):
+            # after a stage that runs, every later one runs on its new output
             print(f"# skip {stage.name}: done ({stage.record})", file=out, flush=True)
             continue
         print(f"# stage {stage.name} -> {stage.output}", file=out, flush=True)

@@ -6,6 +6,7 @@
     thinkj data seed-set runs/ds/clip/clipped.jsonl runs/ds/seed_set
     thinkj data table1 runs/ds
     thinkj data teacher-serve --port 8011   # scripted stand-in for R1 (synthetic task only)
+    thinkj data task facts runs/cpu/task --train 64 --test 30 --seed 0   # a generated judging task's pairs
 
 Each command is file-in/file-out and writes a ``*.summary.json`` beside its output.
 """
@@ -90,9 +91,39 @@ def table1_cmd(
     typer.echo(render_table1(run_dir, initial=initial))
 
 
+@app.command("task")
+def task_cmd(
+    name: str = typer.Argument(..., help="a generated judging task: fruit (tiny model) or facts (SmolLM2)"),
+    out: Path = typer.Argument(..., help="folder for train.jsonl and test.jsonl (PreferencePair JSONL)"),
+    train: int = typer.Option(256, help="training pairs"),
+    test: int = typer.Option(30, help="held-out pairs (drawn from items the training pairs never use)"),
+    seed: int = typer.Option(0),
+) -> None:
+    """Write a generated task's training and held-out pairs: the training source and the held-out benchmark of a
+    CPU rehearsal (``TRAIN_SOURCE=generic``, ``BENCHMARK_DATA=synthetic=<out>/test.jsonl``)."""
+    import json
+
+    from thinkj.checks import check_output_dir, check_range
+    from thinkj.demo.tasks import get_task
+    from thinkj.records import write_jsonl
+
+    check_range("--train", train, low=1)
+    check_range("--test", test, low=1)
+    check_range("--seed", seed, low=0)
+    task = get_task(name)
+    check_output_dir("OUT", out)
+    counts = {}
+    for split, n in (("train", train), ("test", test)):
+        pairs = task.make_pairs(n, seed, split)
+        write_jsonl(out / f"{split}.jsonl", pairs)
+        counts[split] = len(pairs)
+    typer.echo(json.dumps({"task": name, "seed": seed, **counts, "out": str(out)}))
+
+
 @app.command("teacher-serve")
 def teacher_serve_cmd(
-    port: int = typer.Option(8011),
+    port: int = typer.Option(8011, help="0 = a free port (see --port-file)"),
+    port_file: Path = typer.Option(None, help="write the port here once the server listens (for scripts)"),
     host: str = typer.Option("127.0.0.1"),
     error_rate: float = typer.Option(0.15, help="share of wrong verdicts"),
     empty_explanation_rate: float = typer.Option(0.1, help="share of answers with no explanation"),
@@ -104,8 +135,9 @@ def teacher_serve_cmd(
     from thinkj.checks import check_range
     from thinkj.demo.teacher_server import TeacherConfig, serve_forever
 
-    check_range("--port", port, low=1, high=65535)
+    check_range("--port", port, low=0, high=65535)
     for option, rate in (("--error-rate", error_rate), ("--empty-explanation-rate", empty_explanation_rate)):
         check_range(option, rate, low=0, high=1)
     serve_forever(TeacherConfig(error_rate=error_rate, empty_explanation_rate=empty_explanation_rate,
-                                inline_think=inline_think, seed=seed, task=task), host=host, port=port)
+                                inline_think=inline_think, seed=seed, task=task), host=host, port=port,
+                 port_file=port_file)

@@ -378,8 +378,13 @@ def mapped_row(mapping: dict[str, Any]) -> Callable[[dict[str, Any]], Converted]
     return convert
 
 
+# This project's own PreferencePair JSONL (a generated task's pairs, another run's output) as a source: the generic
+# loader with the record's own field names.
+PAIRS_COLUMN_MAP = {"messages": "messages", "response_1": "response_a", "response_2": "response_b", "label": "label",
+                    "strength": "strength"}
+
 CONVERTERS: dict[str, Callable[[dict[str, Any]], Converted]] = {
-    "skywork": skywork_row, "helpsteer2": helpsteer2_row, "hh_rlhf": hh_rlhf_row,
+    "skywork": skywork_row, "helpsteer2": helpsteer2_row, "hh_rlhf": hh_rlhf_row, "pairs": mapped_row(PAIRS_COLUMN_MAP),
 }
 
 
@@ -423,7 +428,7 @@ def load_source(kind: str, location: str | os.PathLike | None = None, *, split: 
                 strength_column: str | None = None, scores_file: str | os.PathLike | None = None,
                 strength_thresholds: tuple[float, float] = STRENGTH_THRESHOLDS,
                 source_name: str | None = None) -> tuple[list[PreferencePair], LoadSummary]:
-    """Load ``kind`` ("skywork" | "helpsteer2" | "hh_rlhf" | "generic") from a hub name or local file.
+    """Load ``kind`` ("skywork" | "helpsteer2" | "hh_rlhf" | "pairs" | "generic") from a hub name or local file.
 
     ``limit`` keeps the first N valid pairs (before the shuffle, so it is deterministic). Strength for
     sources without one: ``strength_column`` (a 0-3 column, or a raw score gap binned with

@@ -267,9 +267,23 @@ class TeacherServer:
         self.stop()
 
 
-def serve_forever(config: TeacherConfig, host: str = "127.0.0.1", port: int = 8011) -> None:
+def _interrupt(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt
+
+
+def serve_forever(config: TeacherConfig, host: str = "127.0.0.1", port: int = 8011,
+                  port_file: str | os.PathLike | None = None) -> None:
+    """Serve until interrupted or terminated; ``port_file`` gets the port once the server listens (port 0 = a free
+    one), so a script can wait for it instead of guessing."""
+    import signal
+
+    from thinkj.atomic import write_text_atomic
+
     server = TeacherServer(config, host, port).start()
+    if port_file:
+        write_text_atomic(port_file, f"{server.port}\n")
     print(f"scripted teacher on {server.base_url} (Ctrl-C to stop)", flush=True)
+    signal.signal(signal.SIGTERM, _interrupt)  # `kill` from the script that started it stops it cleanly
     try:
         while True:
             time.sleep(3600)

@@ -210,6 +210,23 @@ _add(TableSpec(
     notes="row = tags.method (base | init | offline | online); tags.model = 'tiny' or 'smollm2'; empty benchmark "
           "groups are dropped"))
 
+# The CPU rehearsal of the reproduction pipeline (scripts/reproduce_cpu.sh): one row per trained judge of the run
+# folder -- the method, plus the weights an ablation run changed -- on the generated task's held-out pairs and the
+# benchmark slices it evaluated. A rehearsal shows that the stages connect, not how good the method is.
+_add(TableSpec(
+    "rehearsal", "CPU rehearsal of the reproduction pipeline (our runs only)",
+    row_keys=("model", "method", "w_fmt", "w_str"),
+    row_tags={"model": "model", "method": "method", "w_fmt": "w_fmt", "w_str": "w_str"},
+    groups=(ColumnGroup("Held-out task pairs", (Column("", "Accuracy", Metric("synthetic", ("accuracy",))),
+                                                Column("", "Consistency", Metric("synthetic", ("position_consistency",))),
+                                                Column("", "Unparsed", Metric("synthetic", ("parse_failure",))))),
+            ColumnGroup("RM-Bench slice", (Column("", "Overall", Metric("rmbench", ("overall",))),)),
+            ColumnGroup("Auto-J slice", (Column("", "Agreement", Metric("autoj", ("agreement",))),)),
+            ColumnGroup("RewardBench slice", (Column("", "Overall", Metric("rewardbench", ("overall",))),))),
+    paper=False, rows_from_results=True, marks=True,
+    caption="Our runs only, at CPU scale: they show that every stage runs and connects, not the method's quality.",
+    notes="row = tags.model + tags.method + tags.w_fmt + tags.w_str (absent: empty); marked: incomplete"))
+
 # Benchmarks the Think-J paper does not report: our runs only, one row per model / method, never a paper number.
 # A run that is incomplete (metrics.missing, else complete alone) or not official (RewardBench 2's round robin,
 # metrics.official false) is marked like a partial run in a paper table.
