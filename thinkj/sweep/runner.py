@@ -15,7 +15,8 @@ stops the sweep the same way, naming the marker.
 Launchers: ``local`` (subprocesses, one step after another), ``inprocess`` (``thinkj ...`` steps inside this
 Python process -- the same commands without paying the imports each time; for CPU demos and tests),
 ``print`` (the commands, nothing run or recorded), ``ray`` (each run becomes one ``ray job submit`` whose last
-command writes the done marker on the cluster).
+command writes the done marker on the cluster; with ``wait`` the sweep waits for each job before the next, and a
+rerun of an interrupted sweep waits for a job still running instead of submitting it twice).
 """
 
 from __future__ import annotations
@@ -177,7 +178,7 @@ def check_ray_cluster(address: str | None, timeout: float = 5.0) -> None:
         raise ThinkJError(f"--ray-address {address}: no Ray cluster answers there ({reason})") from None
 
 
-def ray_submit_command(run: Run, address: str | None = None) -> list[str]:
+def ray_submit_command(run: Run, address: str | None = None, submission_id: str | None = None) -> list[str]:
     """``ray job submit`` for one run: its steps, then the done marker, as one entrypoint on the cluster."""
     marker = shlex.join([sys.executable, "-m", "thinkj.sweep.runner", "mark-done", str(run.run_dir),
                          *map(str, run.results), f"--identity={run.identity.get('hash', '')}"]
@@ -185,14 +186,105 @@ def ray_submit_command(run: Run, address: str | None = None) -> list[str]:
     # No --working-dir upload: the job runs in this checkout on a filesystem the nodes share (same path), so its
     # outputs land where the next `thinkj sweep` looks for them.
     entry = " && ".join([f"cd {shlex.quote(str(Path.cwd()))}", *run.commands, marker])
-    head = ["ray", "job", "submit", "--submission-id", f"thinkj-{run.name}", "--no-wait"]
+    head = ["ray", "job", "submit", "--submission-id", submission_id or f"thinkj-{run.name}", "--no-wait"]
     if address:
         head += ["--address", address]
     return [*head, "--", "bash", "-c", entry]
 
 
+RAY_ACTIVE = ("PENDING", "RUNNING")
+RAY_POLL_SECONDS = 5.0
+
+
+def _dashboard(address: str | None) -> str:
+    address = address or os.environ.get("RAY_ADDRESS") or ""
+    return (address if "://" in address else f"http://{address}").rstrip("/")
+
+
+def ray_job_status(address: str | None, submission_id: str) -> str | None:
+    """The job's status from the Ray dashboard's job API (PENDING, RUNNING, SUCCEEDED, FAILED, STOPPED), or None
+    when the cluster does not know the job (another cluster, or a restarted head)."""
+    import json
+    import urllib.error
+    import urllib.request
+
+    try:
+        with urllib.request.urlopen(f"{_dashboard(address)}/api/jobs/{submission_id}", timeout=30) as response:
+            return str(json.loads(response.read()).get("status"))
+    except urllib.error.HTTPError as err:
+        if err.code == 404:
+            return None
+        raise ThinkJError(f"Ray job {submission_id}: the dashboard answered {err.code}") from None
+    except (urllib.error.URLError, OSError, ValueError) as err:
+        raise ThinkJError(f"Ray job {submission_id}: no answer from {_dashboard(address)} "
+                          f"({getattr(err, 'reason', err)})") from None
+
+
+def _save_job_log(address: str | None, submission_id: str, log: Path) -> None:
+    """The job's driver log, copied beside the run's step logs (best effort: the run's outcome does not depend on it)."""
+    import json
+    import urllib.request
+
+    try:
+        with urllib.request.urlopen(f"{_dashboard(address)}/api/jobs/{submission_id}/logs", timeout=60) as response:
+            text = json.loads(response.read()).get("logs", "")
+        with disk_errors(log):
+            log.parent.mkdir(parents=True, exist_ok=True)
+            log.write_text(text)
+    except (OSError, ValueError):
+        pass
+
+
+def _wait_ray_job(address: str | None, submission_id: str, out: TextIO) -> str | None:
+    status, shown = ray_job_status(address, submission_id), None
+    while status in RAY_ACTIVE:
+        if status != shown:
+            print(f"# {submission_id}: {status}", file=out, flush=True)
+            shown = status
+        time.sleep(RAY_POLL_SECONDS)
+        status = ray_job_status(address, submission_id)
+    return status
+
+
+def _ray_run(run: Run, entry: dict[str, Any], state: SweepState, summary: dict[str, Any], out: TextIO,
+             address: str | None, wait: bool) -> None:
+    """Submit the run as one Ray job, unless its last job is still pending or running (an interrupted sweep's):
+    then that job is the run -- waited for with ``wait``, never submitted twice. A failed or stopped job is
+    submitted again under a new submission id; the run's steps resume what they had finished."""
+    job = entry.get("job")
+    status = ray_job_status(address, job) if job else None
+    if status not in RAY_ACTIVE:
+        job = f"thinkj-{run.name}" if not entry["launches"] else f"thinkj-{run.name}-r{entry['launches']}"
+        command = ray_submit_command(run, address, job)
+        print(shlex.join(command), file=out, flush=True)
+        code = subprocess.run(command, env=_env()).returncode
+        entry.update(launches=entry["launches"] + 1, job=job, status="submitted" if code == 0 else "failed")
+        if code != 0:
+            entry["error"] = f"`ray job submit` exited {code}"
+        state.save()
+        if code != 0:
+            summary["failed"].append(run.name)
+            return
+    else:
+        print(f"# {job}: already {status}, not submitted again", file=out, flush=True)
+        entry["status"] = "submitted"
+    if not wait:
+        summary["submitted"].append(run.name)
+        return
+    status = _wait_ray_job(address, job, out)
+    _save_job_log(address, job, run.run_dir / "logs" / "ray_job.log")
+    if status == "SUCCEEDED" and is_done(run):
+        entry["status"] = "done"
+        summary["launched"].append(run.name)
+    else:
+        entry.update(status="failed", error=f"Ray job {job} ended {status}; its log: {run.run_dir}/logs/ray_job.log")
+        summary["failed"].append(run.name)
+        print(f"# FAILED {run.name}: {entry['error']}", file=out, flush=True)
+    state.save()
+
+
 def _one_run(run: Run, launcher: str, state: SweepState | None, step_fn: Callable[[str, Path], int],
-             summary: dict[str, Any], out: TextIO, ray_address: str | None) -> None:
+             summary: dict[str, Any], out: TextIO, ray_address: str | None, wait: bool = False) -> None:
     if is_done(run):
         summary["skipped"].append(run.name)
         print(f"# done   {run.name}", file=out, flush=True)
@@ -206,12 +298,7 @@ def _one_run(run: Run, launcher: str, state: SweepState | None, step_fn: Callabl
         return
     entry = state.run(run)
     if launcher == "ray":
-        command = ray_submit_command(run, ray_address)
-        print(shlex.join(command), file=out, flush=True)
-        code = subprocess.run(command, env=_env()).returncode
-        entry.update(status="submitted" if code == 0 else "failed", launches=entry["launches"] + 1)
-        summary["submitted" if code == 0 else "failed"].append(run.name)
-        state.save()
+        _ray_run(run, entry, state, summary, out, ray_address, wait)
         return
     entry.update(status="running", launches=entry["launches"] + 1)
     state.save()
@@ -237,7 +324,7 @@ def _one_run(run: Run, launcher: str, state: SweepState | None, step_fn: Callabl
 
 
 def run_sweep(spec: SweepSpec, sweep_dir: Path, launcher: str = "local", only: list[str] | None = None,
-              out: TextIO = sys.stdout, ray_address: str | None = None) -> dict[str, Any]:
+              out: TextIO = sys.stdout, ray_address: str | None = None, wait: bool = False) -> dict[str, Any]:
     """Launch every unfinished run; returns {"launched", "skipped", "failed", "submitted", "runs"}."""
     if launcher not in LAUNCHERS:
         raise ThinkJError(f"launcher must be one of {LAUNCHERS}, got {launcher!r}")
@@ -256,7 +343,7 @@ def run_sweep(spec: SweepSpec, sweep_dir: Path, launcher: str = "local", only: l
 
     with progress_bar(f"sweep {spec.name}", len(runs), enabled=launcher != "print") as advance:
         for run in runs:
-            _one_run(run, launcher, state, step_fn, summary, out, ray_address)
+            _one_run(run, launcher, state, step_fn, summary, out, ray_address, wait)
             advance(1)
     if state is not None:
         state.save()

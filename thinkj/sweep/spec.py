@@ -93,13 +93,51 @@ def _read_yaml(path: Path) -> Any:
     return data
 
 
-def load_spec(path: str | Path, overrides: dict[str, Any] | None = None) -> SweepSpec:
-    """Read and check a spec; ``overrides`` replace ``settings`` values (and grid axes, given as lists).
+SCALE_KEYS = {"settings", "table_spec"}
+
+
+def read_scale(path: str | Path) -> tuple[dict[str, Any], dict[str, Any] | None]:
+    """A scale file (``experiments/scales/*.yaml``): ``settings`` -- overrides of a spec's settings and grid axes,
+    applied like ``--set`` -- and optionally ``table_spec``, an inline table replacing the spec's paper table (whose
+    rows name the paper's models). One file runs a paper spec at another scale without copying it."""
+    path = Path(path)
+    raw = _read_yaml(path)
+    if not isinstance(raw, dict):
+        raise RecordError(f"a scale file is a YAML mapping (settings, table_spec), got a {_kind(raw)}", path=path)
+    unknown = sorted(str(k) for k in raw if k not in SCALE_KEYS)
+    if unknown:
+        raise RecordError(f"unknown keys {unknown} (known: {sorted(SCALE_KEYS)})", path=path)
+    settings = _mapping(raw, "settings", path)
+    _check_settings_keys([settings], path, "settings")
+    table_spec = raw.get("table_spec")
+    if table_spec is not None and not isinstance(table_spec, dict):
+        raise RecordError(f"must be a mapping, got a {_kind(table_spec)}", path=path, field="table_spec")
+    return settings, table_spec
+
+
+def load_spec(path: str | Path, overrides: dict[str, Any] | None = None, scale: str | Path | None = None) -> SweepSpec:
+    """Read and check a spec; ``overrides`` replace ``settings`` values (and grid axes, given as lists), after the
+    ``scale`` file's (:func:`read_scale`), whose table_spec, if any, replaces the spec's table.
 
     The check is whole: the spec's shape (:func:`check_spec`), the overrides, and every run's expansion, so a
     bad placeholder fails here, naming the file and the key, before anything is launched."""
     path = Path(path)
     spec = check_spec(_read_yaml(path), path)
+    if scale is not None:
+        scaled, table_spec = read_scale(scale)
+        try:
+            check_overrides(spec, scaled)
+        except ThinkJError as err:
+            raise ThinkJError(f"scale {scale}: {err}") from None
+        overrides = {**scaled, **(overrides or {})}
+        if table_spec is not None:
+            spec.table, spec.table_spec = None, table_spec
+            for key in scaled:  # the inline table's rows are grid axes: apply the scale's axes before checking it
+                if key in spec.grid:
+                    spec.grid[key] = scaled[key] if isinstance(scaled[key], list) else [scaled[key]]
+            spec.path, where = Path(scale), spec.path
+            check_table_spec(spec)
+            spec.path = where
     check_overrides(spec, overrides or {})
     for key, value in (overrides or {}).items():
         if key in spec.grid:
