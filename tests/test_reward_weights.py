@@ -42,7 +42,7 @@ def test_a_typo_in_a_verl_weight_fails_instead_of_training_with_the_default():
         compute_score("thinkj", RIGHT, GT, {"index": 0}, preset="thinkj_qwen", w_strr=0.0)
     message = one_line(err.value)
     assert message.startswith("reward.custom_reward_function.reward_kwargs.w_strr: reward preset 'thinkj_qwen'")
-    assert "did you mean 'w_str'?" in message and "its weights: w_acc, w_fmt, w_str" in message
+    assert "did you mean 'w_str'?" in message and "its weights: w_acc, w_con, w_fmt, w_str" in message
     assert isinstance(err.value, ThinkJError) and isinstance(err.value, TypeError)
     with pytest.raises(RewardWeightError, match="w_strr"):  # the default preset too
         compute_score("thinkj", RIGHT, GT, w_strr=0.0)

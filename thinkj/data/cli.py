@@ -7,6 +7,7 @@
     thinkj data table1 runs/ds
     thinkj data teacher-serve --port 8011   # scripted stand-in for R1 (synthetic task only)
     thinkj data task facts runs/cpu/task --train 64 --test 30 --seed 0   # a generated judging task's pairs
+    thinkj data verl-parquet runs/cpu/task/train.jsonl runs/cpu/twins.parquet --twins   # both orders, for verl
 
 Each command is file-in/file-out and writes a ``*.summary.json`` beside its output.
 """
@@ -118,6 +119,29 @@ def task_cmd(
         write_jsonl(out / f"{split}.jsonl", pairs)
         counts[split] = len(pairs)
     typer.echo(json.dumps({"task": name, "seed": seed, **counts, "out": str(out)}))
+
+
+@app.command("verl-parquet")
+def verl_parquet_cmd(
+    pairs: Path = typer.Argument(..., help="PreferencePair JSONL"),
+    out: Path = typer.Argument(..., help="verl parquet to write"),
+    twins: bool = typer.Option(False, help="both orders of every comparison side by side (rows 2k, 2k+1), for "
+                                           "configs/verl/grpo_consistent.yaml and --twins"),
+    seed: int = typer.Option(0, help="with --twins: the seed of the comparisons' order"),
+    template: str = typer.Option("judge_strength_v2"),
+    split: str = typer.Option("train", help="written into extra_info.split"),
+) -> None:
+    """Write verl's RL parquet from pairs (ties left out and counted); warns when the gold position is off balance."""
+    import json
+
+    from thinkj.checks import check_input_file, check_range
+    from thinkj.export.verl import write_verl_parquet
+    from thinkj.records import load_pairs
+
+    check_input_file("PAIRS", pairs)
+    check_range("--seed", seed, low=0)
+    summary = write_verl_parquet(out, load_pairs(pairs), template, split, twins=twins, seed=seed)
+    typer.echo(json.dumps({"out": str(out), "twins": twins, **summary}))
 
 
 @app.command("teacher-serve")

@@ -2,13 +2,15 @@
 
 Columns: ``data_source`` (str), ``prompt`` (chat messages), ``ability`` (str),
 ``reward_model`` = ``{"style": "rule", "ground_truth": {"label": "a"|"b", "strength": int|None}}``,
-``extra_info`` = ``{"index", "id", "source", "template", "split"}``. Gold ties cannot be earned
+``extra_info`` = ``{"index", "id", "source", "template", "split"}`` (+ ``twin`` and ``order`` when written with
+both orders of every comparison, :func:`verl_rows`). Gold ties cannot be earned
 with the Think-J answer format (see ``thinkj.rewards.judge``), so they are left out and counted.
 """
 
 from __future__ import annotations
 
 import os
+import random
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
@@ -22,34 +24,53 @@ DATA_SOURCE = "thinkj/pairwise_judge"
 
 
 def verl_rows(pairs: Iterable[PreferencePair], template: str = "judge_strength_v2",
-              split: str = "train") -> tuple[list[dict[str, Any]], dict[str, int]]:
-    """Rows for the parquet plus counts of what was left out and why."""
+              split: str = "train", *, twins: bool = False, seed: int = 0) -> tuple[list[dict[str, Any]], dict[str, int]]:
+    """Rows for the parquet plus counts of what was left out and why.
+
+    With ``twins`` every comparison is written in both orders, side by side (the pair as given, then
+    ``pair.swapped()``), in a pair order shuffled with ``seed``; ``extra_info`` gains ``twin`` (the comparison's key,
+    shared by its two rows) and ``order`` (0 / 1). Consecutive rows 2k, 2k+1 are twins, so a sequential sampler
+    with an even batch size keeps both orders in one step (configs/verl/grpo_consistent.yaml), and the gold is
+    (a) in exactly half the rows."""
     tmpl = get_template(template)
     rows, skipped = [], {"tie": 0}
+    kept = []
     for i, pair in enumerate(pairs):
         if pair.label == "tie":
             skipped["tie"] += 1
             continue
-        strength = pair.strength if pair.strength else None
-        rows.append({
-            "data_source": DATA_SOURCE,
-            "prompt": tmpl.render(pair),
-            "ability": "judge",
-            "reward_model": {"style": "rule", "ground_truth": {"label": pair.label, "strength": strength}},
-            "extra_info": {"index": i, "id": pair.id, "source": pair.source, "template": template, "split": split},
-        })
+        kept.append((i, pair))
+    if twins:
+        random.Random(f"twins-{seed}").shuffle(kept)
+    for i, pair in kept:
+        for order, shown in enumerate((pair, pair.swapped()) if twins else (pair,)):
+            strength = shown.strength if shown.strength else None
+            info = {"index": i, "id": pair.id, "source": pair.source, "template": template, "split": split}
+            if twins:
+                info.update(twin=f"{i}:{pair.id}", order=order)
+            rows.append({
+                "data_source": DATA_SOURCE,
+                "prompt": tmpl.render(shown),
+                "ability": "judge",
+                "reward_model": {"style": "rule", "ground_truth": {"label": shown.label, "strength": strength}},
+                "extra_info": info,
+            })
     return rows, skipped
 
 
 def write_verl_parquet(path: str | os.PathLike, pairs: Iterable[PreferencePair], template: str = "judge_strength_v2",
-                       split: str = "train") -> dict[str, int]:
-    """Write the parquet; returns ``{"rows": n, "skipped_tie": k}``."""
+                       split: str = "train", *, twins: bool = False, seed: int = 0) -> dict[str, Any]:
+    """Write the parquet; returns ``{"rows": n, "skipped_tie": k, "gold_a_share": s}`` (``twins``: see
+    :func:`verl_rows`). A gold position share more than 5 points from 50 % is warned about on stderr."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    rows, skipped = verl_rows(pairs, template, split)
+    from thinkj.rewards.twins import gold_balance
+
+    rows, skipped = verl_rows(pairs, template, split, twins=twins, seed=seed)
     if not rows:
         raise ThinkJError(f"{path}: no pairs left to write (ties skipped: {skipped['tie']})")
+    share = gold_balance([r["reward_model"]["ground_truth"]["label"] for r in rows], where=str(path))
     out = Path(path)
     out.parent.mkdir(parents=True, exist_ok=True)
     gt_type = pa.struct([("label", pa.string()), ("strength", pa.int64())])
@@ -59,7 +80,8 @@ def write_verl_parquet(path: str | os.PathLike, pairs: Iterable[PreferencePair],
         ("ability", pa.string()),
         ("reward_model", pa.struct([("style", pa.string()), ("ground_truth", gt_type)])),
         ("extra_info", pa.struct([("index", pa.int64()), ("id", pa.string()), ("source", pa.string()),
-                                  ("template", pa.string()), ("split", pa.string())])),
+                                  ("template", pa.string()), ("split", pa.string()),
+                                  *([("twin", pa.string()), ("order", pa.int64())] if twins else [])])),
     ])
     tmp = temp_path(out)  # a writer's own temp name beside the target, renamed once whole
     try:
@@ -71,4 +93,4 @@ def write_verl_parquet(path: str | os.PathLike, pairs: Iterable[PreferencePair],
         if failure is not None:
             raise failure from None
         raise
-    return {"rows": len(rows), "skipped_tie": skipped["tie"]}
+    return {"rows": len(rows), "skipped_tie": skipped["tie"], "gold_a_share": share}

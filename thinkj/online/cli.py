@@ -28,13 +28,15 @@ def rl(
     overrides: list[str] = typer.Argument(None, help="verl: Hydra overrides (key=value) applied last; trl: GRPOConfig "
                                                      "fields as key=value (e.g. temperature=0.7)"),
     engine: str = typer.Option("trl", help="trl (one machine, CPU or one GPU) | verl (GPU nodes, Ray; --device cpu here)"),
-    algo: str = typer.Option("grpo", help="grpo | ppo | reinforce_pp (trl: grpo only)"),
+    algo: str = typer.Option("grpo", help="grpo | grpo_consistent | ppo | reinforce_pp (trl: grpo only; both orders "
+                                          "in one step with --twins)"),
     model: str = typer.Option(..., help="policy to start from: a model dir (the SFT-initialised judge) or hub id"),
     data: Path = typer.Option(..., help="PreferencePair JSONL (trl) or verl parquet (both engines)"),
     val_data: Path = typer.Option(None, help="verl: validation parquet (default: --data)"),
     out: Path = typer.Option(Path("runs/default/online"), help="output folder (model, checkpoints, logs, curves.png)"),
     preset: str = typer.Option("thinkj_qwen", help="reward preset (`thinkj rewards` lists them)"),
-    weight: list[str] = typer.Option(None, help="reward weight NAME=VALUE, repeatable: w_acc, w_fmt, w_str"),
+    weight: list[str] = typer.Option(None, help="reward weight NAME=VALUE, repeatable: w_acc, w_fmt, w_str, w_con "
+                                                "(the consistency term: needs --twins or --algo grpo_consistent)"),
     steps: int = typer.Option(4, help="trl: optimizer steps"),
     lr: float = typer.Option(1e-6, help="trl: learning rate (Table 11 GRPO: 1e-6)"),
     beta: float = typer.Option(0.001, help="trl: KL coefficient (Table 11: 0.001)"),
@@ -45,6 +47,9 @@ def rl(
                                             "(tiny models, checking only), otherwise GPU nodes"),
     nnodes: int = typer.Option(2, help="verl: nodes (Table 11: 2)"),
     gpus_per_node: int = typer.Option(8, help="verl: GPUs per node (Table 11: 8)"),
+    twins: str = typer.Option("off", help="trl: both orders of each comparison in one step: off | step (a group per "
+                                          "order, J1) | union (one group of both orders, J4R); --prompts-per-step "
+                                          "then counts comparisons. verl: --algo grpo_consistent"),
     force: bool = typer.Option(False, help="trl: train again even if the output folder is finished (the finished run "
                                            "is replaced only when the new one has finished)"),
     dry_run: bool = typer.Option(False, help="verl: print the command only"),
@@ -61,7 +66,10 @@ def rl(
         raise typer.BadParameter(str(err)) from None
     from thinkj.online.trl_grpo import check_weights
 
-    check_weights(preset, weights)  # an unknown, nan or negative weight would train a silently wrong ablation
+    if engine == "verl" and twins != "off":
+        raise typer.BadParameter("--twins is the TRL engine's option; verl takes both orders with --algo grpo_consistent")
+    # an unknown, nan or negative weight would train a silently wrong ablation; w_con needs both orders in a step
+    check_weights(preset, weights, twins if engine == "trl" else "step" if algo == "grpo_consistent" else "off")
     for option, number in (("--steps", steps), ("--num-generations", num_generations),
                            ("--prompts-per-step", prompts_per_step), ("--max-completion-length", max_completion_length),
                            ("--nnodes", nnodes), ("--gpus-per-node", gpus_per_node)):
@@ -70,7 +78,7 @@ def rl(
     check_range("--beta", beta, low=0)
     check_device("--device", device)
     if algo not in ALGOS:
-        raise typer.BadParameter(f"--algo {algo!r}: choose from grpo, ppo, reinforce_pp")
+        raise typer.BadParameter(f"--algo {algo!r}: choose from grpo, grpo_consistent, ppo, reinforce_pp")
     if engine == "trl":
         if algo != "grpo":
             raise typer.BadParameter("the TRL engine runs GRPO only; PPO and Reinforce++ run with --engine verl")
@@ -88,7 +96,7 @@ def rl(
         summary = run_trl_grpo(GRPORun(model=model, data=str(data), out_dir=str(out), preset=preset, weights=weights,
                                        steps=steps, learning_rate=lr, beta=beta, num_generations=num_generations,
                                        prompts_per_step=prompts_per_step, max_completion_length=max_completion_length,
-                                       device=device, extra=extra), force=force)
+                                       device=device, extra=extra, twins=twins), force=force)
         typer.echo(json.dumps({k: v for k, v in summary.items() if k != "run"}, indent=1))
     elif engine == "verl":
         from thinkj.online.verl_launch import VerlLaunch

@@ -11,7 +11,15 @@ The data is either a PreferencePair JSONL (the prompt is rendered with ``judge_s
 out and counted) or the verl parquet from ``thinkj.export.verl`` (its ``prompt`` column as is; the gold
 label and strength from ``reward_model.ground_truth``). The reward is the same preset function verl
 calls (``thinkj.rewards``); its accuracy and format terms are also passed to TRL as zero-weight reward
-functions so TRL logs them per step (``rewards/acc/mean``, ``rewards/format/mean``) for the curves.
+functions so TRL logs them per step (``rewards/acc/mean``, ``rewards/format/mean``) for the curves, and the
+position diagnostics (``pos/a_share``, ``pos/acc_gold_a``, ``pos/acc_gold_b``; ``pos/flip_rate`` with twins) are
+logged beside them.
+
+Both orders in one step (``--twins step``: J1; ``--twins union``: J4R's one group of both orders; the consistency
+term with ``--weight w_con=...``; ``thinkj.rewards.twins`` has our reading)::
+
+    thinkj train rl --engine trl --model runs/demo/init --data pairs.jsonl --out runs/cpu/online_twins \
+        --twins union --weight w_con=1.0 --num-generations 4 --prompts-per-step 1 --steps 12
 """
 
 from __future__ import annotations
@@ -31,22 +39,34 @@ from thinkj.fingerprint import fingerprint
 from thinkj.records import RecordError, load_pairs, write_json, write_jsonl
 from thinkj.rewards import get_preset
 from thinkj.rewards.trl import TRLReward, completion_text
+from thinkj.rewards.twins import TWIN_MODES, consistency_terms, needs_twins, position_stats
 from thinkj.staging import promote, restore, staging_dir
 
 DONE_MARKER = "thinkj_online_done.json"
 
 
-def load_rl_rows(path: str | os.PathLike, template: str = "judge_strength_v2") -> tuple[list[dict[str, Any]], dict[str, int]]:
-    """Rows ``{prompt: messages, label, strength}`` from a PreferencePair JSONL or a verl parquet, plus skip counts."""
+def load_rl_rows(path: str | os.PathLike, template: str = "judge_strength_v2", *, twins: bool = False,
+                 seed: int = 0) -> tuple[list[dict[str, Any]], dict[str, int]]:
+    """Rows ``{prompt: messages, label, strength}`` from a PreferencePair JSONL or a verl parquet, plus skip counts.
+
+    With ``twins`` every comparison comes in both orders, side by side (rows 2k, 2k+1), each row with ``twin`` and
+    ``order`` (``thinkj.rewards.twins``): a JSONL's pairs are written so (pair order shuffled with ``seed``); a
+    parquet must already be (``thinkj data verl-parquet --twins``)."""
     path = Path(path)
     if not path.exists():
         raise RecordError("RL data file not found", path=path)
     if path.suffix == ".parquet":
-        return _rows_from_parquet(path)
+        return _rows_from_parquet(path, twins)
     from thinkj.export.verl import verl_rows
 
-    rows, skipped = verl_rows(load_pairs(path), template)
-    return [{"prompt": r["prompt"], **_gold(r["reward_model"], path, i + 1)} for i, r in enumerate(rows)], skipped
+    rows, skipped = verl_rows(load_pairs(path), template, twins=twins, seed=seed)
+    return [{"prompt": r["prompt"], **_gold(r["reward_model"], path, i + 1), **_twin(r, twins)}
+            for i, r in enumerate(rows)], skipped
+
+
+def _twin(row: dict[str, Any], twins: bool) -> dict[str, Any]:
+    info = row.get("extra_info") or {}
+    return {"twin": info["twin"], "order": info["order"]} if twins else {}
 
 
 def _gold(reward_model: Any, path: Path, row: int) -> dict[str, Any]:
@@ -57,23 +77,45 @@ def _gold(reward_model: Any, path: Path, row: int) -> dict[str, Any]:
     return {"label": gt["label"], "strength": gt.get("strength")}
 
 
-def _rows_from_parquet(path: Path) -> tuple[list[dict[str, Any]], dict[str, int]]:
+def _rows_from_parquet(path: Path, twins: bool = False) -> tuple[list[dict[str, Any]], dict[str, int]]:
     import pyarrow.parquet as pq
 
     table = pq.read_table(path)
-    for column in ("prompt", "reward_model"):
+    columns = ["prompt", "reward_model", *(["extra_info"] if twins else [])]
+    for column in columns:
         if column not in table.column_names:
             raise RecordError(f"missing column (has {table.column_names})", path=path, field=column)
     rows, skipped = [], {"tie": 0}
-    for i, rec in enumerate(table.select(["prompt", "reward_model"]).to_pylist()):
+    for i, rec in enumerate(table.select(columns).to_pylist()):
         gold = _gold(rec["reward_model"], path, i + 1)
         if gold["label"] == "tie":
             skipped["tie"] += 1
             continue
         if not isinstance(rec["prompt"], list) or not rec["prompt"]:
             raise RecordError("expected a non-empty list of chat messages", path=path, line=i + 1, field="prompt")
-        rows.append({"prompt": rec["prompt"], **gold})
+        row = {"prompt": rec["prompt"], **gold}
+        if twins:
+            info = rec.get("extra_info") or {}
+            if not info.get("twin") or info.get("order") not in (0, 1):
+                raise RecordError("no twin key and order: write the parquet with both orders "
+                                  "(`thinkj data verl-parquet PAIRS OUT --twins`)", path=path, line=i + 1,
+                                  field="extra_info.twin")
+            row.update(twin=info["twin"], order=info["order"])
+        rows.append(row)
+    if twins:
+        check_twin_rows(rows, path)
     return rows, skipped
+
+
+def check_twin_rows(rows: list[dict[str, Any]], path: str | os.PathLike) -> None:
+    """Rows 2k and 2k+1 are orders 0 and 1 of one comparison (what the twin sampler relies on)."""
+    if len(rows) % 2:
+        raise RecordError(f"{len(rows)} rows: an odd count cannot hold both orders of every comparison", path=path)
+    for i in range(0, len(rows), 2):
+        first, second = rows[i], rows[i + 1]
+        if first["twin"] != second["twin"] or (first["order"], second["order"]) != (0, 1):
+            raise RecordError(f"rows {i + 1} and {i + 2} are not the two orders of one comparison", path=path,
+                              line=i + 1, field="extra_info.twin")
 
 
 class RewardComponent:
@@ -92,19 +134,117 @@ class RewardComponent:
 
 
 class RecordingReward(TRLReward):
-    """The preset's total reward for TRL, keeping the last batch's samples for ``last_samples.jsonl``."""
+    """The preset's total reward for TRL, keeping the last batch's samples for ``last_samples.jsonl`` and logging the
+    position diagnostics (``pos/*``, ``thinkj.rewards.twins.position_stats``) with the trainer's metrics each step.
 
-    def __init__(self, preset: str = "thinkj_qwen", **weights: Any):
+    With ``twins`` the generation batch holds both orders of each comparison (``twin`` and ``order`` columns) and
+    every rollout's score gains ``w_con`` x its consistency term (``thinkj.rewards.twins.consistency_terms``)."""
+
+    def __init__(self, preset: str = "thinkj_qwen", twins: bool = False, **weights: Any):
+        self.pays_consistency = twins
         super().__init__(preset, **weights)
+        self.twins = twins
+        self.w_con = float(self.preset.weights(self.weights).get("w_con", 0.0))
         self.last_samples: list[dict[str, Any]] = []
+        self._trainer: Any = None
+
+    def bind_trainer(self, trainer: Any) -> None:
+        self._trainer = trainer
 
     def __call__(self, prompts: list | None = None, completions: list | None = None, label: list | None = None,
-                 strength: list | None = None, **kwargs: Any) -> list[float]:
-        scores = super().__call__(prompts=prompts, completions=completions, label=label, strength=strength, **kwargs)
-        strength = strength if strength is not None else [None] * len(scores)
-        self.last_samples = [{"completion": completion_text(c), "label": g, "strength": s, "score": x}
-                             for c, g, s, x in zip(completions or [], label, strength, scores)]
+                 strength: list | None = None, twin: list | None = None, order: list | None = None,
+                 **kwargs: Any) -> list[float]:
+        completions = completions or []
+        if label is None or len(label) != len(completions):
+            raise ValueError("RecordingReward needs a 'label' dataset column with one gold label per completion")
+        strength = strength if strength is not None else [None] * len(completions)
+        results = [self._score(completion_text(c), {"label": g, "strength": s})
+                   for c, g, s in zip(completions, label, strength)]
+        preds = [r.get("pred") for r in results]
+        if self.twins:
+            if twin is None or order is None:
+                raise ValueError("RecordingReward(twins=True) needs the 'twin' and 'order' dataset columns")
+            for result, term in zip(results, consistency_terms(preds, label, twin, order)):
+                result.update(term)
+                result["score"] = float(result["score"]) + self.w_con * term["consistency"]
+        scores = [float(r["score"]) for r in results]
+        n = max(len(results), 1)
+        keys = [k for k in ("acc", "format", "strength", "gold_error", "consistency", "twin_missing")
+                if results and k in results[0]]
+        self.last_metrics = {k: sum(r[k] for r in results) / n for k in keys}
+        self.last_metrics.update(position_stats(preds, label, twin if self.twins else None,
+                                                order if self.twins else None))
+        self._log_metrics()
+        extra = [{"twin": t, "order": o, "consistency": r["consistency"]} for t, o, r in zip(twin, order, results)] \
+            if self.twins else [{} for _ in results]
+        self.last_samples = [{"completion": completion_text(c), "label": g, "strength": s, "pred": p, "score": x, **e}
+                             for c, g, s, p, x, e in zip(completions, label, strength, preds, scores, extra)]
         return scores
+
+    def _log_metrics(self) -> None:
+        metrics = getattr(self._trainer, "_metrics", None)  # GRPOTrainer averages these into each log line
+        if metrics is None:
+            return
+        mode = "train" if self._trainer.model.training else "eval"
+        for key, value in self.last_metrics.items():
+            if key.startswith("pos/") or key in ("consistency", "twin_missing"):
+                metrics[mode][key].append(value)
+
+
+class TwinSampler:
+    """TRL's train sampler for both orders in one step: comparisons (rows 2k, 2k+1) in a seeded random order, cut
+    into generation batches of ``pairs_per_batch``; in each, every row ``per_order`` times -- order 0's rollouts,
+    then order 1's -- and the whole batch ``repeat_count`` times (TRL's reuse of a generation across
+    ``steps_per_generation`` x ``num_iterations``, as its RepeatSampler). TRL groups ``num_generations``
+    consecutive rollouts: ``per_order`` gives one group per order, ``2 * per_order`` one group of both orders."""
+
+    def __init__(self, n_rows: int, per_order: int, pairs_per_batch: int, repeat_count: int = 1,
+                 shuffle: bool = True, seed: int = 0):
+        import torch
+
+        if n_rows % 2 or n_rows < 2 * pairs_per_batch:
+            raise ThinkJError(f"twin sampler: {n_rows} rows cannot give generation batches of {pairs_per_batch} "
+                              "comparisons in both orders")
+        self.n_pairs, self.per_order, self.pairs_per_batch = n_rows // 2, per_order, pairs_per_batch
+        self.repeat_count, self.shuffle = repeat_count, shuffle
+        self.generator = torch.Generator()
+        self.generator.manual_seed(seed)
+
+    def __iter__(self):
+        import torch
+
+        order = (torch.randperm(self.n_pairs, generator=self.generator).tolist() if self.shuffle
+                 else list(range(self.n_pairs)))
+        usable = self.n_pairs - self.n_pairs % self.pairs_per_batch  # an incomplete last batch is dropped
+        for start in range(0, usable, self.pairs_per_batch):
+            chunk = order[start:start + self.pairs_per_batch]
+            for _ in range(self.repeat_count):
+                for pair in chunk:
+                    for row in (2 * pair, 2 * pair + 1):
+                        yield from [row] * self.per_order
+
+    def __len__(self) -> int:
+        usable = self.n_pairs - self.n_pairs % self.pairs_per_batch
+        return usable * 2 * self.per_order * self.repeat_count
+
+
+def _trainer_class(twins: str) -> Any:
+    """TRL's GRPOTrainer, or with twins a subclass whose train sampler is :class:`TwinSampler`."""
+    from trl import GRPOTrainer
+
+    if twins == "off":
+        return GRPOTrainer
+    per_order_divisor = 2 if twins == "union" else 1
+
+    class TwinGRPOTrainer(GRPOTrainer):
+        def _get_train_sampler(self, dataset: Any = None) -> Any:
+            dataset = self.train_dataset if dataset is None else dataset
+            per_order = self.num_generations // per_order_divisor
+            return TwinSampler(len(dataset), per_order, self.args.generation_batch_size // (2 * per_order),
+                               self.num_iterations * self.args.steps_per_generation, self.shuffle_dataset,
+                               self.args.seed)
+
+    return TwinGRPOTrainer
 
 
 @dataclass
@@ -130,6 +270,9 @@ class GRPORun:
     save_steps: int = 50
     max_rows: int | None = None
     extra: dict[str, Any] = field(default_factory=dict)  # further GRPOConfig fields, applied last
+    # both orders of each comparison in one step (thinkj.rewards.twins): off | step (per-order groups, J1) |
+    # union (one group of both orders' rollouts, J4R). With twins, prompts_per_step counts comparisons.
+    twins: str = "off"
 
 
 def _use_cpu(device: str) -> bool:
@@ -142,8 +285,9 @@ def _use_cpu(device: str) -> bool:
     return device == "cpu" or not torch.cuda.is_available()
 
 
-def check_weights(preset: str, weights: dict[str, Any]) -> None:
-    """Every weight is one the preset has, and a finite number (>= 0 for a ``w_*`` term weight)."""
+def check_weights(preset: str, weights: dict[str, Any], twins: str = "off") -> None:
+    """Every weight is one the preset has, and a finite number (>= 0 for a ``w_*`` term weight); ``w_con`` > 0 only
+    with twins."""
     known = get_preset(preset).defaults
     for name, value in weights.items():
         if name not in known:
@@ -155,6 +299,11 @@ def check_weights(preset: str, weights: dict[str, Any]) -> None:
             raise ThinkJError(f"--weight {name} must be a finite number, got {value!r}")
         if name.startswith("w_") and value < 0:
             raise ThinkJError(f"--weight {name} must be >= 0 (a term weight), got {value!r}")
+    if twins not in TWIN_MODES:
+        raise ThinkJError(f"--twins {twins!r}: choose {', '.join(TWIN_MODES)}")
+    problem = needs_twins(weights, "--twins off") if twins == "off" else ""
+    if problem:
+        raise ThinkJError(f"--weight {problem}")
 
 
 def _read_json(path: Path) -> dict[str, Any] | None:
@@ -181,9 +330,11 @@ def _grpo_config(run: GRPORun, ckpt_dir: Path, cpu: bool) -> Any:
     fix_trl_availability_flags()
     from trl import GRPOConfig
 
+    orders = 1 if run.twins == "off" else 2  # with twins a step holds both orders of prompts_per_step comparisons
+    group = run.num_generations * (2 if run.twins == "union" else 1)  # TRL's group: consecutive rollouts
     settings = dict(
         output_dir=str(ckpt_dir), max_steps=run.steps, learning_rate=run.learning_rate, beta=run.beta,
-        num_generations=run.num_generations, per_device_train_batch_size=run.num_generations * run.prompts_per_step,
+        num_generations=group, per_device_train_batch_size=run.num_generations * run.prompts_per_step * orders,
         gradient_accumulation_steps=1, max_prompt_length=run.max_prompt_length,
         max_completion_length=run.max_completion_length, temperature=run.temperature, seed=run.seed,
         use_cpu=cpu, bf16=not cpu, fp16=False, use_vllm=False, logging_steps=1, report_to="none",
@@ -200,6 +351,12 @@ def _grpo_config(run: GRPORun, ckpt_dir: Path, cpu: bool) -> Any:
             close = difflib.get_close_matches(key, fields, n=1)
             raise ThinkJError(f"TRL override {key}={run.extra[key]!r}: GRPOConfig has no field {key!r}"
                               + (f" (did you mean {close[0]}?)" if close else ""))
+    if run.twins != "off":
+        fixed = [k for k in ("num_generations", "per_device_train_batch_size", "generation_batch_size",
+                             "steps_per_generation", "use_vllm") if k in run.extra]
+        if fixed:  # the twin sampler lays out a generation batch by these; vLLM's path regroups prompts itself
+            raise ThinkJError(f"TRL override {fixed[0]}: with --twins the group and batch sizes come from "
+                              "--num-generations and --prompts-per-step, and generation runs without vLLM")
     try:
         return GRPOConfig(**{**settings, **run.extra})  # extra GRPOConfig fields from the command line win
     except (TypeError, ValueError) as err:
@@ -222,19 +379,29 @@ def run_trl_grpo(run: GRPORun, force: bool = False) -> dict[str, Any]:
     restore(out)
     if out.exists() and not out.is_dir():
         raise ThinkJError(f"{out}: --out is a file, expected a folder")
-    rows, skipped = load_rl_rows(run.data, run.template)
+    check_weights(run.preset, run.weights, run.twins)
+    twins = run.twins != "off"
+    rows, skipped = load_rl_rows(run.data, run.template, twins=twins, seed=run.seed)
     if run.max_rows:
-        rows = rows[: run.max_rows]
+        rows = rows[: run.max_rows - run.max_rows % 2 if twins else run.max_rows]  # whole comparisons only
     if not rows:
         raise RecordError(f"no usable rows (ties skipped: {skipped['tie']})", path=run.data)
-    check_weights(run.preset, run.weights)
+    if twins and len(rows) < 2 * run.prompts_per_step:
+        raise ThinkJError(f"--prompts-per-step {run.prompts_per_step}: {run.data} has only {len(rows) // 2} "
+                          "comparisons (each in both orders)")
+    from thinkj.rewards.twins import gold_balance
+
+    gold_balance([r["label"] for r in rows], where=str(run.data))
     from thinkj.inference.identity import check_model_source, model_identity
     from thinkj.models import resolve_model
 
     model_path = resolve_model(run.model)  # a catalog name (smollm2) is its converted folder
     check_model_source(model_path, what="--model")
     cpu = _use_cpu(run.device)
-    settings = {"run": json.loads(json.dumps(asdict(run), default=str)),
+    described = asdict(run)
+    if described["twins"] == "off":
+        del described["twins"]  # so runs finished before the option existed are still recognised as done
+    settings = {"run": json.loads(json.dumps(described, default=str)),
                 "inputs": {"data": fingerprint(run.data), "model": model_identity(model_path)}}
     done = _finished_with(out, settings)
     if done and not force:
@@ -259,17 +426,16 @@ def run_trl_grpo(run: GRPORun, force: bool = False) -> dict[str, Any]:
 
     from datasets import Dataset
     from transformers import AutoModelForCausalLM, AutoTokenizer
-    from trl import GRPOTrainer
-
     tokenizer = AutoTokenizer.from_pretrained(model_path)
-    total = RecordingReward(run.preset, **run.weights)
+    total = RecordingReward(run.preset, twins=twins, **run.weights)
     reward_funcs = [total, RewardComponent(run.preset, "acc", **run.weights),
                     RewardComponent(run.preset, "format", **run.weights)]
     model = AutoModelForCausalLM.from_pretrained(model_path, dtype="float32" if cpu else "bfloat16")
     if not hasattr(model, "warnings_issued"):
         model.warnings_issued = {}  # TRL 0.24 writes to this dict, which transformers 5 models no longer carry
-    trainer = GRPOTrainer(model=model, reward_funcs=reward_funcs, args=config,
-                          train_dataset=Dataset.from_list(rows), processing_class=tokenizer)
+    trainer = _trainer_class(run.twins)(model=model, reward_funcs=reward_funcs, args=config,
+                                        train_dataset=Dataset.from_list(rows), processing_class=tokenizer)
+    total.bind_trainer(trainer)  # pos/* diagnostics (and consistency with twins) in every step's log line
     resume = any(ckpt_dir.glob("checkpoint-*")) if ckpt_dir.exists() else False
     trainer.train(resume_from_checkpoint=True if resume else None)
 
@@ -287,7 +453,8 @@ def run_trl_grpo(run: GRPORun, force: bool = False) -> dict[str, Any]:
     summary = {
         "engine": "trl", "algo": "grpo", "model_dir": str(out / "model"), "curves": str(out / curves.name),
         "log": str(out / "trainer_state.json"), "samples": str(out / "last_samples.jsonl"),
-        "rows": len(rows), "skipped_tie": skipped["tie"], "steps": trainer.state.global_step, "device": "cpu" if cpu else "gpu",
+        "rows": len(rows), "skipped_tie": skipped["tie"], "twins": run.twins,
+        "steps": trainer.state.global_step, "device": "cpu" if cpu else "gpu",
         "first_reward": history[0]["reward"] if history else None, "last_reward": history[-1]["reward"] if history else None,
         "run": settings["run"], "inputs": settings["inputs"],
     }

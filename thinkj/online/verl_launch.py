@@ -34,7 +34,10 @@ from thinkj.rewards import get_preset
 
 CONFIG_DIR = PROJECT_ROOT / "configs" / "verl"
 # CLI algorithm names -> config files in configs/verl/
-ALGOS = {"grpo": "grpo", "ppo": "ppo", "reinforce_pp": "reinforce_plus_plus", "reinforce_plus_plus": "reinforce_plus_plus"}
+ALGOS = {"grpo": "grpo", "grpo_consistent": "grpo_consistent", "ppo": "ppo", "reinforce_pp": "reinforce_plus_plus",
+         "reinforce_plus_plus": "reinforce_plus_plus"}
+# configs whose data must hold both orders of every comparison side by side (thinkj.rewards.twins)
+TWIN_CONFIGS = ("grpo_consistent",)
 # verl 0.9 accepts these old top-level reward keys but its trainer never reads them (see docs/online_learning.md)
 LEGACY_REWARD_KEYS = ("custom_reward_function.", "reward_model.reward_manager")
 DEVICES = ("gpu", "cpu")
@@ -101,6 +104,12 @@ def build_command(spec: VerlLaunch) -> tuple[list[str], dict[str, str]]:
         raise LaunchError(f"reward preset {spec.preset!r} has no weight(s) {sorted(unknown)}; known: {sorted(preset.defaults)}")
     for override in spec.overrides:
         check_override(override)
+    if ALGOS[spec.algo] not in TWIN_CONFIGS:
+        from thinkj.rewards.twins import needs_twins
+
+        problem = needs_twins(spec.weights, f"--algo {spec.algo}")
+        if problem:
+            raise LaunchError(f"--weight {problem}")
 
     out = Path(spec.out_dir).resolve()
     on_cpu = spec.device == "cpu"
@@ -180,7 +189,8 @@ def _is_remote(path: str) -> bool:
 
 
 def check_inputs(spec: VerlLaunch) -> None:
-    """The data files exist here (unless a Ray cluster elsewhere reads them, or they are remote URLs)."""
+    """The data files exist here (unless a Ray cluster elsewhere reads them, or they are remote URLs); the training
+    data's gold position is balanced (a warning otherwise); a twin config's data holds both orders side by side."""
     from thinkj.checks import check_input_file
 
     if os.environ.get("RAY_ADDRESS") and spec.device != "cpu":
@@ -188,6 +198,35 @@ def check_inputs(spec: VerlLaunch) -> None:
     for option, path in (("--data", spec.train_files), ("--val-data", spec.val_files)):
         if path and not _is_remote(path):
             check_input_file(option, path)
+            if path.endswith(".parquet"):
+                check_rl_parquet(option, path, twins=ALGOS[spec.algo] in TWIN_CONFIGS, balance=option == "--data")
+
+
+def check_rl_parquet(option: str, path: str, *, twins: bool, balance: bool = True) -> None:
+    """Warn when the gold position is off balance (``thinkj.rewards.twins.gold_balance``); with ``twins``, refuse a
+    file whose rows 2k and 2k+1 are not the two orders of one comparison (``extra_info.twin`` / ``order``)."""
+    import pyarrow.parquet as pq
+
+    from thinkj.rewards.twins import gold_balance
+
+    try:
+        table = pq.read_table(path, columns=["reward_model", "extra_info"]).to_pylist()
+    except Exception as err:  # not a parquet, or no such columns: verl would fail on it too
+        raise LaunchError(f"{option} {path}: cannot read reward_model and extra_info ({' '.join(str(err).split())[:160]})"
+                          ) from None
+    labels = [((row.get("reward_model") or {}).get("ground_truth") or {}).get("label") for row in table]
+    if balance:
+        gold_balance(labels, where=f"{option} {path}")
+    if not twins:
+        return
+    infos = [row.get("extra_info") or {} for row in table]
+    for i in range(0, len(infos), 2):
+        first, second = infos[i], infos[i + 1] if i + 1 < len(infos) else {}
+        if (not first.get("twin") or first.get("twin") != second.get("twin")
+                or (first.get("order"), second.get("order")) != (0, 1)):
+            raise LaunchError(f"{option} {path}: rows {i + 1} and {i + 2} are not the two orders of one comparison "
+                              "(extra_info.twin / order); the consistent config needs both orders side by side: "
+                              "`thinkj data verl-parquet PAIRS OUT --twins`")
 
 
 def _result_overrides(overrides: list[str]) -> list[str]:
@@ -266,7 +305,8 @@ def main(argv: list[str] | None = None) -> int:
                         help="validation parquet (default: --data, so the accuracy curve is training-set accuracy)")
     parser.add_argument("--out", default="runs/default/online_verl", help="checkpoints and metric logs go here")
     parser.add_argument("--preset", default="thinkj_qwen", help="reward preset (thinkj rewards lists them)")
-    parser.add_argument("--weight", action="append", help="reward weight NAME=VALUE, repeatable (w_acc, w_fmt, w_str)")
+    parser.add_argument("--weight", action="append",
+                        help="reward weight NAME=VALUE, repeatable (w_acc, w_fmt, w_str; w_con with grpo_consistent)")
     parser.add_argument("--nnodes", type=int, default=2)
     parser.add_argument("--gpus-per-node", type=int, default=8)
     parser.add_argument("--experiment-name", default=None)

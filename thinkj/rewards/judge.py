@@ -18,6 +18,10 @@ is one preset away: ``thinkj_subtractive``)::
     R_str = 1 - |s_pred - s_gold| / 2   when the verdict is right and both strengths are in 1..3,
             else 0                        (1, 0.5, 0 for a strength off by 0, 1, 2)
 
+With both orders of a comparison in one step, the consistency term ``w_con * R_con`` is added by the twin
+scorers (``thinkj.rewards.twins`` has its definition); every preset's ``w_con`` is 0, so the paper's reward is
+unchanged unless it is set.
+
 Bounds: 0 <= R <= w_acc + w_fmt + w_str. The strength term only ever adds to a right verdict, so a
 judge cannot trade direction for strength. Presets: ``thinkj_qwen`` (1, 1, 0.2), best for
 Qwen2.5-32B in Table 8, and ``thinkj_llama`` (1, 1, 0), best for Llama-3-8B.
@@ -60,8 +64,11 @@ def _in_range(value: int | None) -> bool:
 
 
 def thinkj_reward(text: str, ground_truth: Any, *, w_acc: float = 1.0, w_fmt: float = 1.0, w_str: float = 0.2,
-                  fmt: AnswerFormat = STRENGTH_FORMAT) -> dict[str, Any]:
-    """The Think-J rule-based reward R = w_acc*R_acc + w_fmt*R_fmt + w_str*R_str (see module docstring)."""
+                  w_con: float = 0.0, fmt: AnswerFormat = STRENGTH_FORMAT) -> dict[str, Any]:
+    """The Think-J rule-based reward R = w_acc*R_acc + w_fmt*R_fmt + w_str*R_str (see module docstring).
+
+    ``w_con`` is the consistency term's weight: one sample cannot pay it (it needs the other order's rollouts), so it
+    is added by the twin scorers (``thinkj.rewards.twins``) and ignored here."""
     gold = pair_gold(ground_truth)
     label, gold_strength = gold.label, gold.strength
     verdict = parse_verdict(text, fmt, strict=True)
@@ -76,7 +83,8 @@ def thinkj_reward(text: str, ground_truth: Any, *, w_acc: float = 1.0, w_fmt: fl
 
 
 def thinkj_subtractive_reward(text: str, ground_truth: Any, *, w_acc: float = 1.0, w_fmt: float = 1.0,
-                              w_str: float = 1.0, fmt: AnswerFormat = STRENGTH_FORMAT) -> dict[str, Any]:
+                              w_str: float = 1.0, w_con: float = 0.0,
+                              fmt: AnswerFormat = STRENGTH_FORMAT) -> dict[str, Any]:
     """The alternative reading of the lost equations: the public code's subtractive strength term on the paper's
     answer sentence. R_str = -|s_pred - s_gold| / 8 for a right verdict with a strength in 1..3 (0 without a gold
     strength), -0.5 for a right verdict whose strength is outside 1..3 or missing, else 0. With w_fmt = 0 and

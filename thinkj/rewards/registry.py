@@ -70,13 +70,13 @@ XML_JUDGE = Preset("xml_judge", xml_judge_reward, dict(XML_DEFAULTS),
                    "seed 000 XML judge, one completion (pass group_acc for the power scaling)", template="xml_judge_v1",
                    kinds=XML_KINDS, gold_problem=_label_problem)
 for _preset in (
-    Preset("thinkj_qwen", thinkj_reward, {"w_acc": 1.0, "w_fmt": 1.0, "w_str": 0.2},
+    Preset("thinkj_qwen", thinkj_reward, {"w_acc": 1.0, "w_fmt": 1.0, "w_str": 0.2, "w_con": 0.0},
            "Think-J accuracy + format + strength (assumption: our reading of the lost equations); "
            "Table 8's best for Qwen2.5-32B", gold_problem=_pair_problem),
-    Preset("thinkj_llama", thinkj_reward, {"w_acc": 1.0, "w_fmt": 1.0, "w_str": 0.0},
+    Preset("thinkj_llama", thinkj_reward, {"w_acc": 1.0, "w_fmt": 1.0, "w_str": 0.0, "w_con": 0.0},
            "Think-J accuracy + format (assumption, as thinkj_qwen); Table 8's best for Llama-3-8B",
            gold_problem=_pair_problem),
-    Preset("thinkj_subtractive", thinkj_subtractive_reward, {"w_acc": 1.0, "w_fmt": 1.0, "w_str": 1.0},
+    Preset("thinkj_subtractive", thinkj_subtractive_reward, {"w_acc": 1.0, "w_fmt": 1.0, "w_str": 1.0, "w_con": 0.0},
            "the other reading: accuracy + format + the public code's subtractive strength term "
            "(-|gold-pred|/8, -0.5 out of range)", gold_problem=_pair_problem),
     Preset("cot_binary", cot_public_reward, {"unparsed_score": 0.5},

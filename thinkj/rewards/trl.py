@@ -19,6 +19,7 @@ from typing import Any
 
 from thinkj.errors import ThinkJError
 from thinkj.rewards.registry import get_preset
+from thinkj.rewards.twins import needs_twins
 
 
 def completion_text(completion: Any) -> str:
@@ -33,9 +34,14 @@ def completion_text(completion: Any) -> str:
 
 
 class TRLReward:
+    pays_consistency = False  # w_con > 0 needs both orders' rollouts: only the twin reward (trl_grpo) pays it
+
     def __init__(self, preset: str = "thinkj_qwen", **weights: Any):
         self.preset = get_preset(preset)
         self.weights = {k: v for k, v in self.preset.weights(weights).items() if k in weights}  # checked here
+        problem = "" if self.pays_consistency else needs_twins(self.weights, "a per-sample TRL reward")
+        if problem:
+            raise ThinkJError(problem)
         self._score = self.preset.bind(self.weights)
         self.__name__ = f"{preset}_reward"  # TRL names the logged reward column after this
         self.last_metrics: dict[str, float] = {}

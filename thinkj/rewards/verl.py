@@ -31,6 +31,7 @@ from typing import Any
 
 from thinkj.rewards.presets import Preset, RewardFn
 from thinkj.rewards.registry import get_group_reward, get_preset
+from thinkj.rewards.twins import needs_twins
 from thinkj.rewards.verl_kwargs import GROUP_KEYS, VERL_CALL_KWARGS, WHERE
 from thinkj.rewards.weights import RewardWeightError, check_value
 
@@ -39,9 +40,13 @@ __all__ = ["DEFAULT_PRESET", "GROUP_KEYS", "VERL_CALL_KWARGS", "WHERE", "check_r
            "group_settings", "preset_settings"]
 
 
-def preset_settings(kwargs: Mapping[str, Any]) -> tuple[Preset, dict[str, Any]]:
-    """(the preset, its checked weights) from the per-sample adapter's keyword arguments (verl's own set aside)."""
+def preset_settings(kwargs: Mapping[str, Any], *, twins: bool = False) -> tuple[Preset, dict[str, Any]]:
+    """(the preset, its checked weights) from the per-sample adapter's keyword arguments (verl's own set aside).
+
+    ``w_con`` > 0 is refused unless ``twins`` (the twin reward manager, ``thinkj.rewards.verl_twin``, pays it)."""
     settings = {k: v for k, v in kwargs.items() if k not in VERL_CALL_KWARGS}
+    if twins:
+        settings.pop("twin_wait_s", None)  # the twin manager's own setting
     name = settings.pop("preset", DEFAULT_PRESET)
     preset = get_preset(name)
     group_keys = sorted(k for k in settings if k in GROUP_KEYS)
@@ -52,14 +57,22 @@ def preset_settings(kwargs: Mapping[str, Any]) -> tuple[Preset, dict[str, Any]]:
             "reward.reward_manager.module.path=pkg://thinkj.rewards.verl_group "
             "reward.reward_manager.name=GroupRewardManager (docs/reward_presets.md), or drop the key",
             weight=group_keys[0], detail="needs the group reward manager")
-    return preset, preset.weights(settings, where=WHERE, also_known=("preset", *GROUP_KEYS))
+    weights = preset.weights(settings, where=WHERE, also_known=("preset", *GROUP_KEYS))
+    problem = "" if twins else needs_twins(weights, "the per-sample reward (reward.custom_reward_function)")
+    if problem:
+        raise RewardWeightError(f"{WHERE}{problem}", weight="w_con", detail="needs twins")
+    return preset, weights
 
 
-def check_reward_kwargs(reward_kwargs: Mapping[str, Any] | None, *, group_manager: bool = False) -> None:
+def check_reward_kwargs(reward_kwargs: Mapping[str, Any] | None, *, group_manager: bool = False,
+                        twin_manager: bool = False) -> None:
     """Run the adapters' checks on a composed config's ``reward.custom_reward_function.reward_kwargs`` (before a
-    launch): the per-sample preset and weights, or with ``group_manager`` the group reward and its settings."""
+    launch): the per-sample preset and weights, with ``group_manager`` the group reward and its settings, with
+    ``twin_manager`` the preset and weights the twin reward manager reads."""
     kwargs = dict(reward_kwargs or {})
-    if group_manager:
+    if twin_manager:
+        preset_settings(kwargs, twins=True)
+    elif group_manager:
         group_settings(kwargs, rollout_n=1)
     else:
         preset_settings(kwargs)
