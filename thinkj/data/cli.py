@@ -94,7 +94,8 @@ def table1_cmd(
 
 @app.command("task")
 def task_cmd(
-    name: str = typer.Argument(..., help="a generated judging task: fruit (tiny model) or facts (SmolLM2)"),
+    name: str = typer.Argument(..., help="a generated judging task: fruit (tiny model), facts (SmolLM2) or constraints "
+                                         "(instruction constraints, thousands of held-out items)"),
     out: Path = typer.Argument(..., help="folder for train.jsonl and test.jsonl (PreferencePair JSONL)"),
     train: int = typer.Option(256, help="training pairs"),
     test: int = typer.Option(30, help="held-out pairs (drawn from items the training pairs never use)"),

@@ -19,7 +19,7 @@ never arrives (its row was filtered as overlong, or the batch split the two) ear
 
 The reward kwargs are the per-sample adapter's (``preset`` and its weights, ``w_con`` included), checked when the
 manager is built: a typo, a NaN or a negative weight stops verl at start-up in one line. The extra info per
-rollout: the preset's keys plus ``consistency``, ``twin_missing`` and ``twin_size``.
+rollout: the preset's keys plus ``consistency``, ``twin_missing``, ``twin_size``, ``twin`` and ``order``.
 """
 
 from __future__ import annotations
@@ -119,8 +119,8 @@ class TwinRewardManager(RewardManagerBase):
             group.timer.cancel()
         terms = consistency_terms([r["pred"] for r in group.results], group.golds, [twin] * len(group.results),
                                   group.orders)
-        for future, result, term in zip(group.futures, group.results, terms):
-            result.update(term, twin_size=float(len(group.results)))
+        for future, result, term, order in zip(group.futures, group.results, terms, group.orders):
+            result.update(term, twin_size=float(len(group.results)), twin=twin, order=float(order))
             result["score"] = float(result["score"]) + self.w_con * term["consistency"]
             if not future.done():
                 future.set_result(result)
