@@ -44,14 +44,13 @@ import shlex
 import shutil
 import subprocess
 import sys
-import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from thinkj import stage_runner
 from thinkj.errors import ThinkJError, exit_on_user_error
-from thinkj.fingerprint import tree_sha256
-from thinkj.records import write_json
+from thinkj.stage_runner import fingerprints
 from thinkj.staging import promote
 
 # name -> (default, what it is). Model-specific defaults come from the thin per-model scripts.
@@ -531,105 +530,77 @@ def _counts(output: Path) -> dict[str, object]:
 
 
 def input_fingerprints(stage: Stage) -> dict[str, str | None]:
-    """What each local input of the stage holds: ``sha256:…`` of a file's bytes, or of the top-level files of a
-    folder (a model, a dataset folder; a source folder with all its files), ``None`` when nothing is there.
-    The pipeline's own completion records in a folder are not its content."""
-    return {role: f"sha256:{tree_sha256(path, recursive=role == 'source', ignore=_is_record)}" if path.exists()
-            else None for role, path in stage.inputs.items()}
-
-
-def _is_record(name: str) -> bool:
-    return name.endswith(".done.json")
+    """What each local input of the stage holds (:func:`thinkj.stage_runner.fingerprints`); a local source folder
+    with all its files."""
+    return fingerprints(stage.inputs, recursive=("source",))
 
 
 def write_record(stage: Stage, inputs: dict[str, str | None] | None = None) -> Path:
     """The stage's last act: its completion record (settings, inputs' content, command, counts), by temp file +
-    rename. ``inputs`` are the fingerprints taken when the stage started (now, when not given)."""
-    record = {"stage": stage.name, "settings": stage.settings,
-              "inputs": input_fingerprints(stage) if inputs is None else inputs,
-              "paths": {role: str(path) for role, path in stage.inputs.items()}, "argv": stage.argv,
-              "output": str(stage.output), "counts": _counts(stage.output),
-              "finished": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
-    return write_json(stage.record, record)
+    rename, through the one record writer (:func:`thinkj.stage_runner.write_record`). ``inputs`` are the
+    fingerprints taken when the stage started (now, when not given)."""
+    return stage_runner.write_record(stage.record, stage.name, stage.settings,
+                                     input_fingerprints(stage) if inputs is None else inputs, stage.inputs,
+                                     **_details(stage))
+
+
+def _details(stage: Stage) -> dict[str, object]:
+    return {"argv": stage.argv, "output": str(stage.output), "counts": _counts(stage.output)}
+
+
+# A record made with other settings or on other input content stops the run with this advice.
+REDO_HINT = "use another RUN_DIR, or delete that record to redo the stage and everything after it"
+
+
+def _step(stage: Stage) -> stage_runner.Step:
+    """The stage as the shared loop runs it: its command, output shown and logged, then the output checked."""
+
+    def work(log: Path) -> dict[str, object]:
+        argv = [sys.executable if stage.argv[0] == "python" else stage.argv[0], *stage.argv[1:]]
+        status = stage_runner.run_logged(argv, log)
+        if status != 0:
+            raise StageFailed(f"stage {stage.name} failed (exit {status}); its log: {log}")
+        if not stage.output.exists():
+            raise StageFailed(f"stage {stage.name} exited 0 but did not write {stage.output}; its log: {log}")
+        return _details(stage)
+
+    return stage_runner.Step(stage.name, stage.record, stage.settings, work, inputs=lambda: stage.inputs,
+                             recursive=("source",), always=stage.name in ALWAYS_RUN,
+                             brief=lambda record: " ".join(f"{k}={v}" for k, v in (record.get("counts") or {}).items()))
 
 
 def is_done(stage: Stage) -> bool:
-    """True when the stage's completion record exists and was made with the same settings; a record made with
-    other settings is an error naming them (reusing it would hand later stages another experiment's output)."""
-    if not stage.record.is_file():
-        return False
-    try:
-        record = json.loads(stage.record.read_text(encoding="utf-8"))
-        before = record.get("settings", {})
-    except (ValueError, AttributeError):
-        return False  # a damaged record is not a completion record
-    redo = "use another RUN_DIR, or delete that record to redo the stage and everything after it"
-    changed = [f"{k}={before.get(k, '')!r} then, {stage.settings.get(k, '')!r} now"
-               for k in sorted(set(before) | set(stage.settings)) if before.get(k, "") != stage.settings.get(k, "")]
-    if changed:
-        raise ThinkJError(f"{stage.record}: stage {stage.name} was done with other settings ({'; '.join(changed)}): "
-                          f"{redo}")
-    then = record.get("inputs")
-    if then is None:  # recorded before inputs were fingerprinted: its settings are all it can be checked on
-        return True
-    if not isinstance(then, dict):
-        return False  # damaged
-    now = input_fingerprints(stage)
-    changed = [f"{stage.inputs.get(role, role)} {_short(then.get(role))} then, {_short(now.get(role))} now"
-               for role in sorted(set(then) | set(now)) if then.get(role) != now.get(role)]
-    if changed:
-        raise ThinkJError(f"{stage.record}: stage {stage.name} was done on other input content ({'; '.join(changed)}): "
-                          f"{redo}")
-    return True
-
-
-def _short(fingerprint: str | None) -> str:
-    return "missing" if fingerprint is None else fingerprint[:19] + "…"
-
-
-def _run_logged(argv: list[str], log: Path) -> int:
-    """Run a stage's command, its output shown and copied to ``log``; returns the exit status."""
-    log.parent.mkdir(parents=True, exist_ok=True)
-    with open(log, "ab") as sink:
-        sink.write(f"\n$ {shlex.join(argv)}\n".encode())
-        proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
-        assert proc.stdout is not None
-        for chunk in iter(lambda: proc.stdout.read1(1 << 14), b""):
-            sink.write(chunk)
-            sys.stdout.buffer.write(chunk)
-            sys.stdout.flush()
-        return proc.wait()
+    """True when the stage's completion record exists and was made with the same settings on the same input
+    content; a record made otherwise is an error naming the difference (reusing it would hand later stages
+    another experiment's output). A damaged record is not a completion record."""
+    return _step(stage).check(stage_runner.REFUSE, REDO_HINT)[0] is not None
 
 
 def run_pipeline(s: dict[str, str], out=sys.stdout) -> list[str]:
-    """Run (or with DRY_RUN=1 print) the stages in order; returns the names of the stages that ran."""
+    """Run (or with DRY_RUN=1 print) the stages in order; returns the names of the stages that ran. The loop,
+    the records and the logs are :mod:`thinkj.stage_runner`'s, shared with the demo."""
     validate(s)
-    dry, ran = s["DRY_RUN"] == "1", []
+    dry = s["DRY_RUN"] == "1"
     stages = plan(s)
     key = s["TEACHER_KEY_ENV"]
     if not dry and not os.environ.get(key) and not all(is_done(st) for st in stages if st.name == "traces"):
         # Checked now, not hours later when the difficulty filter is done and the traces stage starts.
         raise ThinkJError(f"TEACHER_KEY_ENV={key}: the variable {key} holding the teacher's API key is not set "
                           "(the traces stage needs it; any value for a local teacher that takes none)")
-    for stage in stages:
-        if not ran and stage.name not in ALWAYS_RUN and is_done(stage):
-            # after a stage that runs, every later one runs on its new output
+    by_name = {stage.name: stage for stage in stages}
+
+    def announce(step: stage_runner.Step, event: str) -> None:
+        stage = by_name[step.name]
+        if event == "skip":
             print(f"# skip {stage.name}: done ({stage.record})", file=out, flush=True)
-            continue
-        print(f"# stage {stage.name} -> {stage.output}", file=out, flush=True)
-        print(stage.line, file=out, flush=True)
-        if not dry:
-            argv = [sys.executable if stage.argv[0] == "python" else stage.argv[0], *stage.argv[1:]]
-            log = Path(s["RUN_DIR"]) / "logs" / f"{stage.name}.log"
-            inputs = input_fingerprints(stage)  # what the stage starts from, not what its inputs became meanwhile
-            status = _run_logged(argv, log)
-            if status != 0:
-                raise StageFailed(f"stage {stage.name} failed (exit {status}); its log: {log}")
-            if not stage.output.exists():
-                raise StageFailed(f"stage {stage.name} exited 0 but did not write {stage.output}; its log: {log}")
-            write_record(stage, inputs)
-        ran.append(stage.name)
-    return ran
+        else:
+            print(f"# stage {stage.name} -> {stage.output}", file=out, flush=True)
+            print(stage.line, file=out, flush=True)
+
+    logs = Path(s["RUN_DIR"]) / "logs"
+    outcome = stage_runner.run_steps([_step(stage) for stage in stages], policy=stage_runner.REFUSE,
+                                     hint=REDO_HINT, logs=logs, out=out, dry=dry, announce=announce)
+    return outcome.ran
 
 
 def main(argv: list[str] | None = None) -> None:

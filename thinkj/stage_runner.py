@@ -1,0 +1,286 @@
+"""Running an ordered list of stages with completion records: the one loop behind the reproduction pipeline
+(:mod:`thinkj.pipeline`, a shell command per stage) and the demo (:mod:`thinkj.demo.runner`, a Python function per
+stage).
+
+A stage is done only when its completion record ``<name>.done.json`` exists, parses, and was made with the same
+settings and on the same input content (the sha256 of each local file or folder it read). The record is the
+stage's last act (temp file + rename), and one writer makes it for both callers: ``stage``, ``settings``,
+``inputs`` (role -> ``sha256:…`` or null), ``paths`` (role -> path), ``seconds`` and ``cpu_seconds``, what the
+caller adds (the pipeline: command, output, counts; the demo: summary, artifacts, outputs), ``finished``.
+
+A record that does not match is handled by the caller's policy: ``REFUSE`` (the pipeline) stops the run in one
+line naming the setting or the input that differs -- reusing it would hand later stages another experiment's
+output; ``REDO`` (the demo) runs the stage again. A record that cannot be read, or is not a JSON object with its
+settings, is not a completion record under either policy. After a stage that runs, every later stage runs too, on
+its new output. Each stage's output goes to ``<logs>/<stage>.log``; the terminal gets one progress line per stage
+(``[ i/n] name  wall s (cpu s)  brief``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shlex
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, TextIO
+
+from thinkj.errors import ThinkJError
+from thinkj.fingerprint import tree_sha256
+from thinkj.records import RecordError, read_json, write_json
+
+REFUSE, REDO = "refuse", "redo"  # what a record made with other settings or on other input content means
+RECORD_SUFFIX = ".done.json"
+
+
+def is_record(name: str) -> bool:
+    """A completion record: never part of the content of the folder it sits in."""
+    return name.endswith(RECORD_SUFFIX)
+
+
+def fingerprints(paths: Mapping[str, Path], recursive: Collection[str] = ()) -> dict[str, str | None]:
+    """What each local input holds: ``sha256:…`` of a file's bytes, or of the top-level files of a folder (every
+    file under it for the roles in ``recursive``), ``None`` when nothing is there. Completion records in a folder
+    are not its content."""
+    return {role: f"sha256:{tree_sha256(path, recursive=role in recursive, ignore=is_record)}"
+            if Path(path).exists() else None for role, path in paths.items()}
+
+
+def write_record(path: Path, stage: str, settings: Mapping[str, Any], inputs: Mapping[str, str | None],
+                 paths: Mapping[str, Path], **details: Any) -> Path:
+    """A stage's completion record, written atomically; ``details`` are what the caller adds (JSON values)."""
+    record = {"stage": stage, "settings": dict(settings), "inputs": dict(inputs),
+              "paths": {role: str(p) for role, p in paths.items()}, **details,
+              "finished": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+    return write_json(path, record)
+
+
+def read_record(path: Path) -> dict[str, Any] | None:
+    """The record at ``path``; ``None`` when there is none or it is damaged (unreadable, not an object, no
+    settings object): a damaged record is not a completion record."""
+    if not path.is_file():
+        return None
+    try:
+        record = read_json(path)
+    except (RecordError, OSError):
+        return None
+    if not isinstance(record, dict) or not isinstance(record.get("settings"), dict):
+        return None
+    return record
+
+
+def _as_json(value: Any) -> Any:
+    """``value`` as it reads back from a record (tuples are lists, paths strings), for comparing settings."""
+    import json
+
+    return json.loads(json.dumps(value, default=str))
+
+
+def _short(fingerprint: str | None) -> str:
+    return "missing" if fingerprint is None else fingerprint[:19] + "…"
+
+
+def mismatch(record: dict[str, Any], settings: Mapping[str, Any], inputs: Callable[[], dict[str, str | None]],
+             paths: Mapping[str, Path]) -> tuple[str, str] | None:
+    """How ``record`` differs from the stage as it would run now: ``("settings", "K='a' then, 'b' now; …")``,
+    ``("inputs", "<path> sha256:… then, sha256:… now; …")``, ``("outputs", …)`` when a record that lists its
+    outputs' content (the demo's) no longer finds it, ``("damaged", …)``, or ``None`` when it matches. ``inputs``
+    is called only when the settings match (hashing a model folder costs seconds)."""
+    before, now = record["settings"], _as_json(dict(settings))
+    changed = [f"{k}={before.get(k, '')!r} then, {now.get(k, '')!r} now"
+               for k in sorted(set(before) | set(now)) if before.get(k, "") != now.get(k, "")]
+    if changed:
+        return "settings", "; ".join(changed)
+    then = record.get("inputs")
+    if then is None:  # recorded before inputs were fingerprinted: its settings are all it can be checked on
+        return None
+    if not isinstance(then, dict):
+        return "damaged", "its inputs are not an object"
+    current = inputs()
+    changed = [f"{paths.get(role, role)} {_short(then.get(role))} then, {_short(current.get(role))} now"
+               for role in sorted(set(then) | set(current)) if then.get(role) != current.get(role)]
+    if changed:
+        return "inputs", "; ".join(changed)
+    made, where = record.get("outputs"), record.get("output_paths")
+    if made is None:  # a record that does not list its outputs' content (the pipeline's)
+        return None
+    if not isinstance(made, dict) or not isinstance(where, dict) or set(made) != set(where):
+        return "damaged", "its outputs are not an object"
+    now_made = fingerprints({role: Path(str(p)) for role, p in where.items()})
+    changed = [f"{where[role]} {_short(made[role])} then, {_short(now_made[role])} now"
+               for role in sorted(made) if made[role] != now_made[role]]
+    return ("outputs", "; ".join(changed)) if changed else None
+
+
+def check_record(path: Path, stage: str, settings: Mapping[str, Any], inputs: Callable[[], dict[str, str | None]],
+                 paths: Mapping[str, Path], *, policy: str, hint: str = "") -> tuple[dict[str, Any] | None, str]:
+    """(the record, "") when the stage is done; (None, why) when it is not. Under ``REFUSE`` a record made with
+    other settings or on other input content is an error naming them, ending with ``hint``."""
+    record = read_record(path)
+    if record is None:
+        return None, "no completion record" if not path.exists() else "its completion record is damaged"
+    found = mismatch(record, settings, inputs, paths)
+    if found is None:
+        return record, ""
+    kind, text = found
+    if kind == "damaged":
+        return None, "its completion record is damaged"
+    what = {"settings": "with other settings", "inputs": "on other input content",
+            "outputs": "and its output changed since"}[kind]
+    if policy == REFUSE:
+        raise ThinkJError(f"{path}: stage {stage} was done {what} ({text}): {hint}")
+    return None, f"done before {what} ({text})"
+
+
+@contextlib.contextmanager
+def output_to(path: Path) -> Iterator[None]:
+    """Send this process's stdout and stderr (file descriptors 1 and 2, so C++ and child output too) to ``path``."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    saved = os.dup(1), os.dup(2)
+    with path.open("ab") as log:
+        os.dup2(log.fileno(), 1)
+        os.dup2(log.fileno(), 2)
+        try:
+            yield
+        finally:
+            sys.stdout.flush()
+            sys.stderr.flush()
+            os.dup2(saved[0], 1)
+            os.dup2(saved[1], 2)
+            os.close(saved[0])
+            os.close(saved[1])
+
+
+def run_logged(argv: list[str], log: Path) -> int:
+    """Run a command, its output shown and copied to ``log``; returns the exit status."""
+    log.parent.mkdir(parents=True, exist_ok=True)
+    with open(log, "ab") as sink:
+        sink.write(f"\n$ {shlex.join(argv)}\n".encode())
+        proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+        assert proc.stdout is not None
+        for chunk in iter(lambda: proc.stdout.read1(1 << 14), b""):
+            sink.write(chunk)
+            sys.stdout.buffer.write(chunk)
+            sys.stdout.flush()
+        return proc.wait()
+
+
+def cpu_time() -> float:
+    """CPU seconds used so far by this process and its waited-for children: comparable between idle and busy machines."""
+    import resource
+
+    own, kids = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime + kids.ru_utime + kids.ru_stime
+
+
+def progress_line(i: int, n: int, name: str, seconds: float | None, cpu: float | None = None, brief: str = "") -> str:
+    """``[ 3/14] dedup              2.1 s (cpu    3.9 s)  kept 90 of 96``; a stage not run says ``skipped (done)``."""
+    timing = "skipped (done)        " if seconds is None else f"{seconds:6.1f} s (cpu {cpu or 0.0:6.1f} s)"
+    return f"[{i:2d}/{n}] {name:15s} {timing}  {brief}".rstrip()
+
+
+def timings_record(seconds: Mapping[str, float], cpu_seconds: Mapping[str, float], **extra: Any) -> dict[str, Any]:
+    """Per-stage wall and CPU seconds with their totals and the load average: what a run's timings file holds."""
+    return {**extra, "seconds": dict(seconds), "cpu_seconds": dict(cpu_seconds),
+            "total_seconds": round(sum(seconds.values()), 1), "total_cpu_seconds": round(sum(cpu_seconds.values()), 1),
+            "load_average": os.getloadavg()}
+
+
+@dataclass
+class Step:
+    """One stage as the loop sees it."""
+
+    name: str
+    record: Path                       # its completion record
+    settings: Mapping[str, Any]        # what its output depends on (its own and every earlier stage's)
+    work: Callable[[Path], dict[str, Any]]  # runs it, its output going to the given log; returns what its record adds
+    inputs: Callable[[], Mapping[str, Path]] = dict  # role -> local file or folder it reads, asked when it starts
+    recursive: tuple[str, ...] = ()    # input roles hashed with every file under them (a source folder)
+    always: bool = False               # runs every time; no record is consulted or written
+    done: Callable[[dict[str, Any], bool], None] | None = None  # gets its record, made or found (skipped: True)
+    brief: Callable[[dict[str, Any]], str] = lambda record: ""  # a few words for its progress line, from its record
+
+    def input_fingerprints(self) -> dict[str, str | None]:
+        return fingerprints(self.inputs(), self.recursive)
+
+    def check(self, policy: str, hint: str = "") -> tuple[dict[str, Any] | None, str]:
+        """(record, "") when done, else (None, why); see :func:`check_record`."""
+        return check_record(self.record, self.name, self.settings, self.input_fingerprints, self.inputs(),
+                            policy=policy, hint=hint)
+
+
+@dataclass
+class Outcome:
+    ran: list[str] = field(default_factory=list)
+    skipped: list[str] = field(default_factory=list)
+    records: dict[str, dict[str, Any]] = field(default_factory=dict)  # per stage: its record (made or found)
+    seconds: dict[str, float] = field(default_factory=dict)  # wall seconds (a skipped stage: as recorded)
+    cpu_seconds: dict[str, float] = field(default_factory=dict)
+
+
+def run_steps(steps: Sequence[Step], *, policy: str, logs: Path, hint: str = "", out: TextIO | None = None,
+              only: Collection[str] | None = None, dry: bool = False,
+              announce: Callable[[Step, str], None] | None = None) -> Outcome:
+    """Run the stages in order, skipping each one that is done (until one runs: every later one runs on its new
+    output). ``only`` names the stages to run whether done or not; the others are only restored from their records
+    (when done) so the named ones find what they need, and get no progress line. ``dry`` runs nothing (the stages
+    count as run). ``announce(step, "skip" | "start")`` prints the caller's own line for those events; without it a
+    skipped stage gets a progress line saying so."""
+    out = sys.stdout if out is None else out
+    shown = [s for s in steps if only is None or s.name in only]
+    outcome = Outcome()
+    for step in steps:
+        listed = only is None or step.name in only
+        record, why = None, ""
+        if not outcome.ran and not step.always and not (only is not None and listed):
+            record, why = step.check(policy, hint)
+        if record is not None:
+            outcome.skipped.append(step.name)
+            outcome.records[step.name] = record
+            outcome.seconds[step.name] = float(record.get("seconds") or 0.0)
+            outcome.cpu_seconds[step.name] = float(record.get("cpu_seconds") or 0.0)
+            if step.done is not None:
+                step.done(record, True)
+            if listed:
+                if announce is not None:
+                    announce(step, "skip")
+                else:
+                    print(progress_line(shown.index(step) + 1, len(shown), step.name, None, brief=step.brief(record)),
+                          file=out, flush=True)
+            continue
+        if not listed:
+            continue  # left out of this call and not done: what it makes stays missing
+        if announce is not None:
+            announce(step, "start")
+        outcome.ran.append(step.name)
+        if dry:
+            continue
+        i, log = shown.index(step) + 1, logs / f"{step.name}.log"
+        paths = dict(step.inputs())
+        inputs = fingerprints(paths, step.recursive)  # what the stage starts from, not what they became meanwhile
+        start, cpu_start = time.monotonic(), cpu_time()
+        try:
+            details = step.work(log)
+        except BaseException:
+            print(f"[{i:2d}/{len(shown)}] {step.name:15s} FAILED after {time.monotonic() - start:.0f} s; log: {log}",
+                  file=out, flush=True)
+            raise
+        seconds, cpu = round(time.monotonic() - start, 1), round(cpu_time() - cpu_start, 1)
+        outcome.seconds[step.name], outcome.cpu_seconds[step.name] = seconds, cpu
+        record = {"stage": step.name, "settings": dict(step.settings), **details}
+        if not step.always:
+            write_record(step.record, step.name, step.settings, inputs, paths, seconds=seconds, cpu_seconds=cpu,
+                         **details)
+            record = read_record(step.record) or record
+        outcome.records[step.name] = record
+        if step.done is not None:
+            step.done(record, False)
+        brief = step.brief(record) + (f" (redone: {why})" if why.startswith("done before") else "")
+        print(progress_line(i, len(shown), step.name, seconds, cpu, brief), file=out, flush=True)
+    return outcome
