@@ -61,7 +61,7 @@ def write_record(path: Path, stage: str, settings: Mapping[str, Any], inputs: Ma
 
 def read_record(path: Path) -> dict[str, Any] | None:
     """The record at ``path``; ``None`` when there is none or it is damaged (unreadable, not an object, no
-    settings object): a damaged record is not a completion record."""
+    settings object, inputs or outputs that are not objects): a damaged record is not a completion record."""
     if not path.is_file():
         return None
     try:
@@ -70,6 +70,8 @@ def read_record(path: Path) -> dict[str, Any] | None:
         return None
     if not isinstance(record, dict) or not isinstance(record.get("settings"), dict):
         return None
+    if any(key in record and not isinstance(record[key], dict) for key in ("inputs", "outputs", "output_paths")):
+        return None  # a record made before inputs were fingerprinted has no "inputs" at all
     return record
 
 
@@ -85,11 +87,13 @@ def _short(fingerprint: str | None) -> str:
 
 
 def mismatch(record: dict[str, Any], settings: Mapping[str, Any], inputs: Callable[[], dict[str, str | None]],
-             paths: Mapping[str, Path]) -> tuple[str, str] | None:
+             paths: Mapping[str, Path], outputs: Callable[[dict[str, Any]], Mapping[str, Path]] | None = None
+             ) -> tuple[str, str] | None:
     """How ``record`` differs from the stage as it would run now: ``("settings", "K='a' then, 'b' now; …")``,
     ``("inputs", "<path> sha256:… then, sha256:… now; …")``, ``("outputs", …)`` when a record that lists its
-    outputs' content (the demo's) no longer finds it, ``("damaged", …)``, or ``None`` when it matches. ``inputs``
-    is called only when the settings match (hashing a model folder costs seconds)."""
+    outputs' content (the demo's) no longer finds it where ``outputs(record)`` says they are now (its
+    ``output_paths`` without it), ``("damaged", …)``, or ``None`` when it matches. ``inputs`` is called only when
+    the settings match (hashing a model folder costs seconds)."""
     before, now = record["settings"], _as_json(dict(settings))
     changed = [f"{k}={before.get(k, '')!r} then, {now.get(k, '')!r} now"
                for k in sorted(set(before) | set(now)) if before.get(k, "") != now.get(k, "")]
@@ -98,8 +102,6 @@ def mismatch(record: dict[str, Any], settings: Mapping[str, Any], inputs: Callab
     then = record.get("inputs")
     if then is None:  # recorded before inputs were fingerprinted: its settings are all it can be checked on
         return None
-    if not isinstance(then, dict):
-        return "damaged", "its inputs are not an object"
     current = inputs()
     changed = [f"{paths.get(role, role)} {_short(then.get(role))} then, {_short(current.get(role))} now"
                for role in sorted(set(then) | set(current)) if then.get(role) != current.get(role)]
@@ -108,29 +110,34 @@ def mismatch(record: dict[str, Any], settings: Mapping[str, Any], inputs: Callab
     made, where = record.get("outputs"), record.get("output_paths")
     if made is None:  # a record that does not list its outputs' content (the pipeline's)
         return None
-    if not isinstance(made, dict) or not isinstance(where, dict) or set(made) != set(where):
-        return "damaged", "its outputs are not an object"
-    now_made = fingerprints({role: Path(str(p)) for role, p in where.items()})
-    changed = [f"{where[role]} {_short(made[role])} then, {_short(now_made[role])} now"
+    if not isinstance(where, dict) or set(made) != set(where):
+        return "damaged", "its outputs do not name their paths"
+    located = dict(outputs(record)) if outputs is not None else {role: Path(str(p)) for role, p in where.items()}
+    if set(located) != set(made):
+        return "damaged", "its outputs do not match its artifacts"
+    now_made = fingerprints(located)
+    changed = [f"{located[role]} {_short(made[role])} then, {_short(now_made[role])} now"
                for role in sorted(made) if made[role] != now_made[role]]
     return ("outputs", "; ".join(changed)) if changed else None
 
 
 def check_record(path: Path, stage: str, settings: Mapping[str, Any], inputs: Callable[[], dict[str, str | None]],
-                 paths: Mapping[str, Path], *, policy: str, hint: str = "") -> tuple[dict[str, Any] | None, str]:
+                 paths: Mapping[str, Path], *, policy: str, hint: str = "",
+                 outputs: Callable[[dict[str, Any]], Mapping[str, Path]] | None = None
+                 ) -> tuple[dict[str, Any] | None, str]:
     """(the record, "") when the stage is done; (None, why) when it is not. Under ``REFUSE`` a record made with
     other settings or on other input content is an error naming them, ending with ``hint``."""
     record = read_record(path)
     if record is None:
         return None, "no completion record" if not path.exists() else "its completion record is damaged"
-    found = mismatch(record, settings, inputs, paths)
+    found = mismatch(record, settings, inputs, paths, outputs)
     if found is None:
         return record, ""
     kind, text = found
     if kind == "damaged":
         return None, "its completion record is damaged"
     what = {"settings": "with other settings", "inputs": "on other input content",
-            "outputs": "and its output changed since"}[kind]
+            "outputs": "but its output changed since"}[kind]
     if policy == REFUSE:
         raise ThinkJError(f"{path}: stage {stage} was done {what} ({text}): {hint}")
     return None, f"done before {what} ({text})"
@@ -205,6 +212,7 @@ class Step:
     always: bool = False               # runs every time; no record is consulted or written
     done: Callable[[dict[str, Any], bool], None] | None = None  # gets its record, made or found (skipped: True)
     brief: Callable[[dict[str, Any]], str] = lambda record: ""  # a few words for its progress line, from its record
+    outputs: Callable[[dict[str, Any]], Mapping[str, Path]] | None = None  # where a record's outputs are now
 
     def input_fingerprints(self) -> dict[str, str | None]:
         return fingerprints(self.inputs(), self.recursive)
@@ -212,7 +220,7 @@ class Step:
     def check(self, policy: str, hint: str = "") -> tuple[dict[str, Any] | None, str]:
         """(record, "") when done, else (None, why); see :func:`check_record`."""
         return check_record(self.record, self.name, self.settings, self.input_fingerprints, self.inputs(),
-                            policy=policy, hint=hint)
+                            policy=policy, hint=hint, outputs=self.outputs)
 
 
 @dataclass
