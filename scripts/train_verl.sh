@@ -15,7 +15,7 @@
 #   OUT        checkpoints + metric logs (logs/<project>/<exp>.jsonl)     [runs/online_$ALGO]
 #   PRESET     reward preset: thinkj_qwen (1,1,0.2) | thinkj_llama (1,1,0) | cot_binary | ...   [thinkj_qwen]
 #   W_ACC, W_FMT, W_STR   override one weight of the preset               [unset: the preset's]
-#   GPUS       GPUs on this node                                          [8]
+#   GPUS       GPUs on this node (DEVICE=cpu: workers, one declared GPU each)   [8; DEVICE=cpu: 1]
 #   DEVICE     gpu | cpu (cpu: verl on the host CPU, docs/online_learning.md "Run verl on your laptop")  [gpu]
 #   ALLOW_THINK_TOKENS=1  launch even if the model's tokenizer / chat template would hide <think> from the reward
 #   DRY_RUN=1  print the command and stop
@@ -26,7 +26,8 @@ cd "$(dirname "$0")/.."
 
 PY=${PYTHON:-$( [ -x .venv/bin/python ] && echo .venv/bin/python || echo python )}
 args=(--algo "${ALGO:-grpo}" --model "${MODEL:-Qwen/Qwen2.5-7B-Instruct}" --data "${DATA:-data/verl/train.parquet}"
-      --out "${OUT:-runs/online_${ALGO:-grpo}}" --preset "${PRESET:-thinkj_qwen}" --nnodes 1 --gpus-per-node "${GPUS:-8}")
+      --out "${OUT:-runs/online_${ALGO:-grpo}}" --preset "${PRESET:-thinkj_qwen}" --nnodes 1
+      --gpus-per-node "${GPUS:-$( [ "${DEVICE:-gpu}" = cpu ] && echo 1 || echo 8 )}")
 [ -n "${VAL_DATA:-}" ] && args+=(--val-data "$VAL_DATA")
 [ -n "${W_ACC:-}" ] && args+=(--weight "w_acc=$W_ACC")
 [ -n "${W_FMT:-}" ] && args+=(--weight "w_fmt=$W_FMT")

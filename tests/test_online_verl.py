@@ -422,7 +422,7 @@ def test_shell_launchers_print_commands_verl_accepts(tmp_path, monkeypatch):
     assert argv[:3] == ["ray", "job", "submit"] and "http://10.0.0.1:8265" in argv
     runtime = __import__("json").loads(argv[argv.index("--runtime-env-json") + 1])
     assert runtime["working_dir"] == "." and "/.venv/" in runtime["excludes"]
-    entry = shlex.split(argv[-1])
+    entry = argv[argv.index("--") + 1:]  # words: `ray job submit` would shell-quote a single string as one word
     assert entry[:3] == ["python", "-m", "thinkj.online.verl_launch"] and "--nnodes" in entry
     assert entry[-1] == "actor_rollout_ref.rollout.n=16"
     missing = subprocess.run(["bash", str(ROOT / "scripts/submit_verl_2node.sh")], env={**env, "OUT": "o"},

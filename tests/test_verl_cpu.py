@@ -82,6 +82,62 @@ def test_cpu_command_composes_and_passes_verls_validation(algo, tiny_model_dir, 
     assert "hydra.run.dir" in " ".join(gpu_argv)
 
 
+def _compose(argv: list[str]):
+    from hydra import compose, initialize_config_dir
+
+    overrides = argv[argv.index("--config-name") + 2:]
+    with initialize_config_dir(config_dir=str(ROOT / "configs" / "verl"), version_base=None):
+        return compose(config_name=argv[argv.index("--config-name") + 1],
+                       overrides=[o for o in overrides if not o.startswith("hydra.")])
+
+
+@pytest.mark.parametrize("algo", ["grpo", "ppo"])
+def test_cpu_world_of_two_nodes_in_a_ray_cluster(algo, tiny_model_dir, tmp_path, monkeypatch):
+    """--device cpu --nnodes 2 --gpus-per-node 1 inside a Ray job: two ranks, batches that split across them,
+    no resources for a driver that joins a cluster, and the environment carried to the cluster's workers."""
+    from verl.trainer.ppo.utils import need_critic, need_reference_policy
+    from verl.utils.config import validate_config
+
+    out = tmp_path / "out"
+    spec = VerlLaunch(algo=algo, model=str(tiny_model_dir), train_files=str(tmp_path / "t.parquet"), out_dir=str(out),
+                      device="cpu", overrides=["trainer.total_training_steps=2"])
+    one = _compose(build_command(spec)[0])  # the one-worker default, as before
+    assert (one.trainer.nnodes, one.trainer.n_gpus_per_node, one.ray_kwargs.ray_init.num_gpus) == (1, 1, 1)
+    assert one.data.train_batch_size == 2 and one.actor_rollout_ref.actor.ppo_mini_batch_size == 2
+
+    monkeypatch.setenv("RAY_ADDRESS", "127.0.0.1:6379")  # what a job of `ray job submit` sees
+    monkeypatch.setenv("TOKENIZERS_PARALLELISM", "false")  # as if the job's own runtime env had set it
+    spec.nnodes, spec.gpus_per_node = 2, 1
+    argv, env = build_command(spec)
+    assert argv[-1] == "trainer.total_training_steps=2"  # the user's overrides stay last
+    cfg = _compose(argv)
+    # verl's own checks include that each rank's share of a mini-batch holds whole micro-batches
+    validate_config(cfg, use_reference_policy=need_reference_policy(cfg), use_critic=need_critic(cfg))
+    assert (cfg.trainer.nnodes, cfg.trainer.n_gpus_per_node) == (2, 1)
+    assert cfg.data.train_batch_size == 4 and cfg.actor_rollout_ref.actor.ppo_mini_batch_size == 4
+    assert (algo != "ppo") or cfg.critic.ppo_mini_batch_size == 4
+    # Ray refuses num_cpus / num_gpus from a driver joining a cluster; the nodes declare their own GPUs
+    assert "num_gpus" not in cfg.ray_kwargs.ray_init and cfg.ray_kwargs.ray_init.num_cpus is None
+    carried = cfg.ray_kwargs.ray_init.runtime_env.env_vars
+    assert carried.VERL_FILE_LOGGER_ROOT == str(out / "logs") and carried.VERL_PLATFORM == "cpu"
+    assert carried.PYTHONPATH == env["PYTHONPATH"] and carried.VERL_USE_EXTERNAL_MODULES == env["VERL_USE_EXTERNAL_MODULES"]
+    # a variable the job already has with that value is not named again (Ray will not merge a name twice)
+    assert "TOKENIZERS_PARALLELISM" not in carried
+
+
+def test_cpu_world_larger_than_the_machine_is_refused_without_a_cluster(tiny_model_dir, tmp_path, monkeypatch):
+    from thinkj.online.verl_launch import LaunchError
+
+    monkeypatch.delenv("RAY_ADDRESS", raising=False)
+    monkeypatch.setattr(os, "cpu_count", lambda: 2)
+    spec = VerlLaunch(algo="grpo", model=str(tiny_model_dir), train_files="t.parquet", out_dir=str(tmp_path),
+                      device="cpu", nnodes=2, gpus_per_node=8)
+    with pytest.raises(LaunchError, match="16 training workers on this machine's 2 cores"):
+        build_command(spec)
+    spec.nnodes, spec.gpus_per_node = 2, 1  # two workers fit two cores: a local Ray declares 2 GPUs
+    assert "+ray_kwargs.ray_init.num_gpus=2" in build_command(spec)[0]
+
+
 def _traps(tiny_model_dir: Path, tmp_path: Path) -> dict[str, Path]:
     """Copies of the tiny model's tokenizer: <think> special, and a template that pre-fills <think>."""
     import json

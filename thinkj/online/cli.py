@@ -45,8 +45,8 @@ def rl(
     max_completion_length: int = typer.Option(64, help="trl: max new tokens (Table 11: 3072)"),
     device: str = typer.Option("auto", help="trl: auto | cpu | gpu; verl: cpu runs verl's trainer on this machine's CPU "
                                             "(tiny models, checking only), otherwise GPU nodes"),
-    nnodes: int = typer.Option(2, help="verl: nodes (Table 11: 2)"),
-    gpus_per_node: int = typer.Option(8, help="verl: GPUs per node (Table 11: 8)"),
+    nnodes: int | None = typer.Option(None, help="verl: nodes [Table 11: 2; --device cpu: 1]"),
+    gpus_per_node: int | None = typer.Option(None, help="verl: GPUs per node [Table 11: 8; --device cpu: 1 worker]"),
     twins: str = typer.Option("off", help="trl: both orders of each comparison in one step: off | step (a group per "
                                           "order, J1) | union (one group of both orders, J4R); --prompts-per-step "
                                           "then counts comparisons. verl: --algo grpo_consistent"),
@@ -73,7 +73,8 @@ def rl(
     for option, number in (("--steps", steps), ("--num-generations", num_generations),
                            ("--prompts-per-step", prompts_per_step), ("--max-completion-length", max_completion_length),
                            ("--nnodes", nnodes), ("--gpus-per-node", gpus_per_node)):
-        check_range(option, number, low=1)
+        if number is not None:  # verl's node counts: None is the device's default
+            check_range(option, number, low=1)
     check_range("--lr", lr, low=0, low_open=True)
     check_range("--beta", beta, low=0)
     check_device("--device", device)

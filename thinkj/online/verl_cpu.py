@@ -31,21 +31,14 @@ PLATFORM_MODULE = "thinkj.online.verl_cpu_platform"
 
 # The CPU run's settings, applied before the user's overrides (which may change any of them). The
 # algorithm's own Table 11 semantics (estimator, KL terms, group size n, lr) are left as configured.
+# trainer.nnodes / n_gpus_per_node, Ray's resources and the batch sizes depend on the world size: cpu_overrides.
 CPU_OVERRIDES = (
-    "trainer.device=cpu",
-    "trainer.nnodes=1",
-    "trainer.n_gpus_per_node=1",
-    # Ray must offer one "GPU" for verl's resource-pool check; the platform maps it onto the CPU
-    "+ray_kwargs.ray_init.num_gpus=1",
-    "ray_kwargs.ray_init.num_cpus=4",
     "trainer.val_before_train=False",
     "trainer.test_freq=-1",
     "trainer.logger=[console,file]",
-    "data.train_batch_size=2",
     "data.max_prompt_length=512",
     "data.max_response_length=96",
     "data.dataloader_num_workers=0",
-    "actor_rollout_ref.actor.ppo_mini_batch_size=2",
     "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=2",
     "actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu=2",
     "actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu=2",
@@ -75,7 +68,6 @@ CPU_OVERRIDES = (
 )
 CRITIC_OVERRIDES = (
     "critic.strategy=fsdp2",
-    "critic.ppo_mini_batch_size=2",
     "critic.ppo_micro_batch_size_per_gpu=2",
     "critic.model.use_remove_padding=False",
     "+critic.model.override_config.attn_implementation=sdpa",
@@ -131,11 +123,29 @@ def vllm_metadata_shim(cache_dir: str | os.PathLike) -> Path:
     return root
 
 
-def cpu_overrides(algo: str) -> list[str]:
-    """Hydra overrides for a CPU run of ``algo`` (the critic's only where the algorithm has one)."""
-    overrides = list(CPU_OVERRIDES)
+def cpu_overrides(algo: str, nnodes: int = 1, gpus_per_node: int = 1, cluster: bool = False) -> list[str]:
+    """Hydra overrides for a CPU run of ``algo`` on ``nnodes`` x ``gpus_per_node`` workers (the critic's only where
+    the algorithm has one).
+
+    ``cluster``: Ray is already running (``RAY_ADDRESS``, e.g. a job sent by ``ray job submit``); its nodes declare
+    their own ``GPU`` resources (``scripts/ray_cluster.sh``, ``GPUS``), and Ray refuses ``num_cpus`` / ``num_gpus``
+    from a driver that joins a cluster. Otherwise verl's ``ray.init`` starts a local Ray that declares one ``GPU``
+    per worker, which the platform maps onto the CPU.
+    """
+    for name, number in (("nnodes", nnodes), ("gpus_per_node", gpus_per_node)):
+        if isinstance(number, bool) or not isinstance(number, int) or number < 1:
+            raise CpuSetupError(f"{name} {number!r}: must be a whole number >= 1")
+    world = nnodes * gpus_per_node
+    # a PPO mini-batch is split across the workers, and each worker's share must hold a micro-batch (2): scale
+    # the prompts per step and per mini-batch with the world size (2 per worker; one worker: the sizes as before)
+    batch = 2 * world
+    overrides = ["trainer.device=cpu", f"trainer.nnodes={nnodes}", f"trainer.n_gpus_per_node={gpus_per_node}"]
+    if not cluster:
+        overrides += [f"+ray_kwargs.ray_init.num_gpus={world}", "ray_kwargs.ray_init.num_cpus=4"]
+    overrides += [*CPU_OVERRIDES[:3], f"data.train_batch_size={batch}", *CPU_OVERRIDES[3:6],
+                  f"actor_rollout_ref.actor.ppo_mini_batch_size={batch}", *CPU_OVERRIDES[6:]]
     if algo == "ppo":
-        overrides += CRITIC_OVERRIDES
+        overrides += [CRITIC_OVERRIDES[0], f"critic.ppo_mini_batch_size={batch}", *CRITIC_OVERRIDES[1:]]
     return overrides
 
 

@@ -41,6 +41,8 @@ TWIN_CONFIGS = ("grpo_consistent",)
 # verl 0.9 accepts these old top-level reward keys but its trainer never reads them (see docs/online_learning.md)
 LEGACY_REWARD_KEYS = ("custom_reward_function.", "reward_model.reward_manager")
 DEVICES = ("gpu", "cpu")
+# nodes x workers per node when not given: Table 11 on GPUs; one worker on the CPU (a tiny model on a laptop)
+DEFAULT_WORLD = {"gpu": (2, 8), "cpu": (1, 1)}
 # Every seed verl 0.9.1's legacy trainer (trainer.use_v1: false) reads, in its own key names: the training
 # data shuffle (data.seed, verl's default null = torch's default generator seed), vLLM's sampling
 # (rollout.seed, 42) and the PPO mini-batch order of the actor and the critic (data_loader_seed, 42).
@@ -61,8 +63,8 @@ class VerlLaunch:
     out_dir: str = "runs/default/online_verl"
     preset: str = "thinkj_qwen"
     weights: dict[str, float] = field(default_factory=dict)
-    nnodes: int = 2  # Table 11
-    gpus_per_node: int = 8
+    nnodes: int | None = None  # None: the device's default (DEFAULT_WORLD): Table 11's 2 x 8 on GPUs, 1 x 1 on CPU
+    gpus_per_node: int | None = None
     experiment_name: str | None = None
     overrides: list[str] = field(default_factory=list)
     config_dir: str = str(CONFIG_DIR)
@@ -113,6 +115,9 @@ def build_command(spec: VerlLaunch) -> tuple[list[str], dict[str, str]]:
 
     out = Path(spec.out_dir).resolve()
     on_cpu = spec.device == "cpu"
+    nnodes, gpus_per_node = world_shape(spec)
+    # a running Ray cluster (a job of `ray job submit`, or RAY_ADDRESS set by hand) owns the nodes and resources
+    cluster = bool(os.environ.get("RAY_ADDRESS"))
     experiment = spec.experiment_name or f"thinkj_{ALGOS[spec.algo]}"
     kwargs = "reward.custom_reward_function.reward_kwargs"
     # a catalog name (``smollm2``) means its converted folder in the cache, as for every other engine
@@ -125,12 +130,12 @@ def build_command(spec: VerlLaunch) -> tuple[list[str], dict[str, str]]:
             f"data.val_files={val}",
             f"{kwargs}.preset={spec.preset}",
             *[f"++{kwargs}.{name}={value}" for name, value in sorted(spec.weights.items())],
-            *([] if on_cpu else [f"trainer.nnodes={spec.nnodes}", f"trainer.n_gpus_per_node={spec.gpus_per_node}"]),
+            *([] if on_cpu else [f"trainer.nnodes={nnodes}", f"trainer.n_gpus_per_node={gpus_per_node}"]),
             f"trainer.experiment_name={experiment}",
             f"trainer.default_local_dir={out / 'checkpoints'}",
             # Hydra's own run folder (config + log), inside the output folder instead of ./outputs
             f"hydra.run.dir={out / 'hydra'}",
-            *(verl_cpu.cpu_overrides(spec.algo) if on_cpu else []),
+            *(verl_cpu.cpu_overrides(spec.algo, nnodes, gpus_per_node, cluster=cluster) if on_cpu else []),
             *(seed_overrides(spec.seed) if spec.seed is not None else []),
             *spec.overrides]
     # verl's file logger writes <root>/<project>/<experiment>.jsonl; tensorboard goes to TENSORBOARD_DIR
@@ -138,7 +143,40 @@ def build_command(spec: VerlLaunch) -> tuple[list[str], dict[str, str]]:
            "TOKENIZERS_PARALLELISM": "false"}
     if on_cpu:
         env.update(verl_cpu.cpu_environment(cache_root() / "verl_cpu"))
+    if cluster:
+        at = len(argv) - len(spec.overrides)  # before the user's overrides, which stay last
+        argv[at:at] = runtime_env_overrides(env)
     return argv, env
+
+
+def runtime_env_overrides(env: dict[str, str]) -> list[str]:
+    """Hydra overrides that hand ``env`` to every Ray worker of the run through verl's ``ray.init(runtime_env=...)``.
+
+    A Ray that verl's driver starts passes the driver's environment on to its workers; the raylets of a running
+    cluster were started with their own, so the metric-log folder (else verl's file logger writes into the job's
+    scratch copy of the checkout) and, on CPU, the platform's variables must travel with the job. A variable this
+    process already has with the same value is left out: it came from the raylet or from the job's own runtime
+    env, which Ray refuses to merge with a driver's that names the same variable.
+    """
+    return [f"+ray_kwargs.ray_init.runtime_env.env_vars.{key}='{value}'" for key, value in env.items()
+            if os.environ.get(key) != value]
+
+
+def world_shape(spec: VerlLaunch) -> tuple[int, int]:
+    """Nodes and workers per node: the spec's, else the device's default; a CPU run outside a Ray cluster must fit
+    this machine (one FSDP worker and one vLLM engine per declared GPU, each a process on these cores)."""
+    default_nodes, default_gpus = DEFAULT_WORLD[spec.device]
+    nnodes = default_nodes if spec.nnodes is None else spec.nnodes
+    gpus_per_node = default_gpus if spec.gpus_per_node is None else spec.gpus_per_node
+    for option, number in (("--nnodes", nnodes), ("--gpus-per-node", gpus_per_node)):
+        if isinstance(number, bool) or not isinstance(number, int) or number < 1:
+            raise LaunchError(f"{option} {number!r}: must be a whole number >= 1")
+    cores = os.cpu_count() or 1
+    if spec.device == "cpu" and not os.environ.get("RAY_ADDRESS") and nnodes * gpus_per_node > cores:
+        raise LaunchError(f"--device cpu with {nnodes} node(s) x {gpus_per_node} worker(s) starts "
+                          f"{nnodes * gpus_per_node} training workers on this machine's {cores} cores: use --nnodes 1 "
+                          "--gpus-per-node 1 (one worker), or a Ray cluster (scripts/ray_cluster.sh) for more")
+    return nnodes, gpus_per_node
 
 
 def _local(path: str) -> str:
@@ -307,8 +345,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--preset", default="thinkj_qwen", help="reward preset (thinkj rewards lists them)")
     parser.add_argument("--weight", action="append",
                         help="reward weight NAME=VALUE, repeatable (w_acc, w_fmt, w_str; w_con with grpo_consistent)")
-    parser.add_argument("--nnodes", type=int, default=2)
-    parser.add_argument("--gpus-per-node", type=int, default=8)
+    parser.add_argument("--nnodes", type=int, default=None, help="nodes [gpu: 2 (Table 11); cpu: 1]")
+    parser.add_argument("--gpus-per-node", type=int, default=None,
+                        help="workers per node, one GPU each [gpu: 8; cpu: 1, each a declared GPU on the CPU]")
     parser.add_argument("--experiment-name", default=None)
     parser.add_argument("--seed", type=int, default=None,
                         help="seed of the data shuffle, rollout sampling and mini-batches [verl's own: null, 42, 42]")
