@@ -1,0 +1,213 @@
+"""The reproduction pipeline run for real at CPU scale: ``scripts/reproduce_cpu.sh`` with ``CPU_MODEL=tiny``.
+
+The same script and stage list as the GPU wrappers (only settings differ): data selection with the scripted R1 over
+HTTP on 127.0.0.1, LlamaFactory judge SFT, verl's own GRPO trainer on the CPU for 2 steps, the checkpoint merge,
+evaluation of the merged model and the table. Then the ablation path (``W_STR=0.0``: every finished data and SFT
+stage skipped with its record untouched, a new online run whose verl config carries w_str = 0.0, both runs in the
+table) and offline learning (critic SFT, critic-guided pairs, DPO + SFT term).
+
+    python -m pytest -q tests/test_reproduce_cpu.py        # ~6-8 min on 2 cores
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from test_reproduce import dry_run  # tests/ is on sys.path (a site-packages `tests` would shadow tests.*)
+
+ROOT = Path(__file__).resolve().parent.parent
+SHARED = ROOT.parent / "shared" / "data"
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(1800)]
+DATA_AND_SFT = ("load", "difficulty", "dedup", "traces", "clip", "seed_set", "judge_sft")
+
+
+def reproduce(run_dir: Path, log: Path, **env: str) -> subprocess.CompletedProcess:
+    """``bash scripts/reproduce_cpu.sh`` on the tiny model into ``run_dir``; its output goes to ``log``."""
+    full = {k: v for k, v in os.environ.items() if k not in ("W_STR", "W_FMT", "W_ACC", "LEARNING", "RL_ALGO", "SEED")}
+    # 8 items per benchmark: RM-Bench judges 9 response pairs per item in both orders (20 items took 12 minutes)
+    full.update(CPU_MODEL="tiny", RUN_DIR=str(run_dir), PYTHON=os.environ.get("PYTHON", ""), EVAL_LIMIT="8", **env)
+    if SHARED.is_dir():  # the real Auto-J and RM-Bench files, evaluated on a slice
+        full["SHARED_DATA"] = str(SHARED)
+    proc = subprocess.run(["bash", str(ROOT / "scripts" / "reproduce_cpu.sh")], env=full, cwd=ROOT,
+                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=1500)
+    log.write_text(proc.stdout)
+    assert proc.returncode == 0, proc.stdout[-6000:]
+    return proc
+
+
+def records(run_dir: Path) -> dict[str, Path]:
+    return {p.name[: -len(".done.json")]: p for p in run_dir.rglob("*.done.json")}
+
+
+@pytest.fixture(scope="module")
+def online_run(tmp_path_factory) -> dict:
+    base = tmp_path_factory.mktemp("rehearsal")
+    run_dir = base / "run"
+    proc = reproduce(run_dir, base / "online.log")
+    return {"run_dir": run_dir, "out": proc.stdout, "base": base}
+
+
+def benchmarks() -> list[str]:
+    return ["synthetic", *(["autoj", "rmbench"] if SHARED.is_dir() else [])]
+
+
+def test_every_stage_the_gpu_wrapper_prints_is_done(online_run):
+    run_dir = online_run["run_dir"]
+    gpu = [name for kind, name, _ in dry_run("reproduce_qwen2.5-7b.sh", run_dir.parent / "gpu") if kind == "stage"]
+    expected = [n for n in gpu if not n.startswith("eval_")] + [f"eval_{b}" for b in benchmarks()]
+    done = records(run_dir)
+    assert set(expected) <= set(done), sorted(set(expected) - set(done))
+    # the same stage list: the CPU run made every non-evaluation stage of the GPU plan, in the GPU plan's order
+    order = [line.split()[2] for line in online_run["out"].splitlines() if line.startswith("# stage ")]
+    assert [n for n in order if not n.startswith("eval_")] == [n for n in gpu if not n.startswith("eval_")]
+    for name in DATA_AND_SFT:
+        record = json.loads(done[name].read_text())
+        assert record["stage"] == name and record["settings"]["TRAIN_SOURCE"] == "pairs"
+    # the teacher's loopback port is not part of what the traces depend on
+    assert json.loads(done["traces"].read_text())["settings"]["TEACHER_URL"] == "http://127.0.0.1:*/v1"
+
+
+def test_verl_trained_merged_evaluated_and_tabled(online_run):
+    run_dir = online_run["run_dir"]
+    online = run_dir / "train" / "online_grpo_thinkj_qwen"
+    rows = [json.loads(line) for line in open(online / "logs" / "thinkj" / "thinkj_grpo.jsonl")]
+    steps = {row["step"]: row["data"] for row in rows if "actor/pg_loss" in row["data"]}
+    assert sorted(steps) == [1, 2]
+    assert all(math.isfinite(m["actor/pg_loss"]) for m in steps.values())
+    assert (online / "hf" / "config.json").is_file() and list((online / "hf").glob("*.safetensors"))
+    for bench in benchmarks():
+        results = json.loads((run_dir / "eval" / "online_grpo_thinkj_qwen_hf" / bench / f"{bench}.results.json").read_text())
+        assert results["tags"]["method"] == "online (GRPO)" and results["tags"]["model"] == "tiny"
+        assert results["metrics"], bench
+    table = (run_dir / "tables" / "tablerehearsal.md").read_text()
+    assert "online (GRPO)" in table
+
+
+def test_w_str_ablation_reuses_data_and_sft_and_adds_a_run(online_run):
+    run_dir = online_run["run_dir"]
+    before = {name: (path.stat().st_mtime_ns, path.read_bytes()) for name, path in records(run_dir).items()}
+    proc = reproduce(run_dir, online_run["base"] / "ablation.log", W_STR="0.0")
+    skipped = {line.split()[2].rstrip(":") for line in proc.stdout.splitlines() if line.startswith("# skip ")}
+    assert set(DATA_AND_SFT) <= skipped
+    after = records(run_dir)
+    for name in DATA_AND_SFT:
+        assert (after[name].stat().st_mtime_ns, after[name].read_bytes()) == before[name], name
+    ablation = run_dir / "train" / "online_grpo_thinkj_qwen_w_str0.0"
+    launch = json.loads((ablation / "thinkj_launch.json").read_text())
+    assert launch["launch"]["weights"] == {"w_str": 0.0}
+    hydra = (ablation / "hydra" / ".hydra" / "overrides.yaml").read_text()
+    assert "reward.custom_reward_function.reward_kwargs.w_str=0.0" in hydra
+    results = json.loads((run_dir / "eval" / "online_grpo_thinkj_qwen_w_str0.0_hf" / "synthetic"
+                          / "synthetic.results.json").read_text())
+    assert results["tags"]["w_str"] == "0.0"
+    table = (run_dir / "tables" / "tablerehearsal.md").read_text()
+    online_rows = [line for line in table.splitlines() if "online (GRPO)" in line]
+    assert len(online_rows) == 2 and any("0.0" in row for row in online_rows), table
+
+
+def test_offline_learning_reuses_the_judge_and_reaches_the_table(online_run):
+    run_dir = online_run["run_dir"]
+    proc = reproduce(run_dir, online_run["base"] / "offline.log", LEARNING="offline")
+    skipped = {line.split()[2].rstrip(":") for line in proc.stdout.splitlines() if line.startswith("# skip ")}
+    assert set(DATA_AND_SFT) <= skipped
+    done = records(run_dir)
+    assert {"critic_sft", "offline"} <= set(done)
+    iterations = json.loads((run_dir / "train" / "offline" / "iterations.json").read_text())
+    assert iterations and (run_dir / "train" / "offline" / "iter_1" / "model" / "config.json").is_file()
+    results = json.loads((run_dir / "eval" / "offline_iter_1_model" / "synthetic" / "synthetic.results.json").read_text())
+    assert results["tags"]["method"] == "offline (Critic-guided)"
+    assert "offline (Critic-guided)" in (run_dir / "tables" / "tablerehearsal.md").read_text()
+
+
+# --- Table 8's sweep spec at CPU scale (experiments/scales/cpu.yaml), on the rehearsal's SFT judge and RL data ---
+
+def sweep_command(online_run: dict, sweep_dir: Path, *extra: str) -> list[str]:
+    """``thinkj sweep experiments/table8.yaml --scale experiments/scales/cpu.yaml`` pointed at the tiny rehearsal:
+    the scale's settings, then --set for the tiny model (its run folder as the profile, a higher rate, shorter
+    answers), exactly as a user narrows a scale."""
+    run_dir = online_run["run_dir"]
+    return [str(Path(os.environ.get("PYTHON") or sys.executable).parent / "thinkj"), "sweep",
+            str(ROOT / "experiments" / "table8.yaml"), "--scale", str(ROOT / "experiments" / "scales" / "cpu.yaml"),
+            "--sweep-dir", str(sweep_dir), "--set", f"root={run_dir.parent}",
+            "--set", f"model=[{{model: tiny, profile: {run_dir.name}, preset: thinkj_qwen, tp: 1}}]",
+            "--set", "train_args=--device cpu trainer.total_training_steps=2 actor_rollout_ref.actor.optim.lr=1e-4 "
+                     "data.max_response_length=48",
+            "--set", f"eval_args=--backend hf --data {run_dir}/task/test.jsonl --limit 8",
+            "--set", "max_new_tokens=48", *extra]
+
+
+def sweep_state(sweep_dir: Path) -> dict:
+    path = sweep_dir / "state.json"
+    return json.loads(path.read_text()) if path.is_file() else {"runs": {}}
+
+
+def check_filled_table(sweep_dir: Path) -> None:
+    table = (sweep_dir / "tables" / "table_table8.md").read_text()
+    rows = [line for line in table.splitlines() if line.startswith("| 1.0")]
+    assert len(rows) == 2 and all("—" not in row and " - " not in row for row in rows), table
+
+
+def _wait_for(condition, proc: subprocess.Popen, timeout: float, what: str) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert proc.poll() is None, f"the sweep ended (exit {proc.returncode}) before {what}"
+        assert time.monotonic() < deadline, f"no {what} within {timeout} s"
+        time.sleep(1)
+
+
+def test_sweep_cells_by_local_then_ray_resume_after_a_kill(online_run, tmp_path):
+    """Two cells of Table 8's grid, each trained by verl on the CPU, merged, evaluated and placed in the table: the
+    first by the local launcher, which is interrupted (Ctrl-C to its process group) once the second cell has started;
+    the rerun, through `ray job submit` against a Ray head on 127.0.0.1, repeats no finished cell and finishes the
+    interrupted one from its first unfinished step."""
+    from ray_local import local_ray
+
+    sweep_dir = tmp_path / "sweep"
+    log = open(tmp_path / "local.log", "w")
+    proc = subprocess.Popen(sweep_command(online_run, sweep_dir, "--launcher", "local"), cwd=ROOT, stdout=log,
+                            stderr=subprocess.STDOUT, start_new_session=True)
+    try:
+        def second_started() -> bool:
+            runs = sweep_state(sweep_dir)["runs"]
+            return (sum(r["status"] == "done" for r in runs.values()) == 1
+                    and any(r["status"] == "running" for r in runs.values()))
+
+        _wait_for(second_started, proc, 900, "first cell done and second started")
+        os.killpg(proc.pid, signal.SIGINT)
+        proc.wait(timeout=120)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+        log.close()
+    before = sweep_state(sweep_dir)["runs"]
+    finished = [name for name, r in before.items() if r["status"] == "done"]
+    assert len(finished) == 1
+    marker = sweep_dir / "runs" / finished[0] / "SWEEP_DONE.json"
+    stamp = marker.stat().st_mtime_ns
+
+    with local_ray() as cluster:  # a head on 127.0.0.1 started by scripts/ray_cluster.sh
+        rerun = subprocess.run(sweep_command(online_run, sweep_dir, "--launcher", "ray", "--ray-address",
+                                             cluster.dashboard, "--wait"),
+                               cwd=ROOT, env=cluster.env, stdout=subprocess.PIPE,
+                               stderr=subprocess.STDOUT, text=True, timeout=1200)
+    (tmp_path / "ray.log").write_text(rerun.stdout)
+    assert rerun.returncode == 0, rerun.stdout[-6000:]
+    assert f"# done   {finished[0]}" in rerun.stdout  # the finished cell is not repeated
+    assert marker.stat().st_mtime_ns == stamp
+    after = sweep_state(sweep_dir)["runs"]
+    assert all(r["status"] == "done" for r in after.values()) and after[finished[0]]["launches"] == 1
+    (interrupted,) = [name for name in after if name != finished[0]]
+    assert after[interrupted]["job"].startswith("thinkj-") and "ray job submit" in rerun.stdout
+    steps = json.loads((sweep_dir / "runs" / interrupted / "train" / "logs" / "thinkj" / "thinkj_grpo.jsonl").read_text()
+                       .splitlines()[-1])["step"]
+    assert steps == 2
+    check_filled_table(sweep_dir)
