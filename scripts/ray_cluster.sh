@@ -80,7 +80,7 @@ start_node() {  # role, ray start flags...
     echo "error: a $role started by this script is running under $TEMP (session $(cat "$record")); stop it first" >&2
     exit 1
   fi
-  setsid bash -c 'echo $$ > "$0"; exec "$@"' "$record" "$RAY" start "$@"
+  setsid --wait bash -c 'echo $$ > "$0"; exec "$@"' "$record" "$RAY" start "$@"
 }
 
 session_pids() { ps -eo pid=,sid= | awk -v s="$1" '$2 == s {print $1}'; }
