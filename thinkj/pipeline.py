@@ -50,6 +50,7 @@ from pathlib import Path
 
 from thinkj import stage_runner
 from thinkj.errors import ThinkJError, exit_on_user_error
+from thinkj.records import write_json
 from thinkj.stage_runner import fingerprints
 from thinkj.staging import promote
 
@@ -611,6 +612,9 @@ def run_pipeline(s: dict[str, str], out=sys.stdout) -> list[str]:
     logs = Path(s["RUN_DIR"]) / "logs"
     outcome = stage_runner.run_steps([_step(stage) for stage in stages], policy=stage_runner.REFUSE,
                                      hint=REDO_HINT, logs=logs, out=out, dry=dry, announce=announce)
+    if not dry:  # every stage's wall and CPU seconds (a skipped one's as recorded), as the demo's demo_stages.json
+        write_json(logs / "stage_times.json", stage_runner.timings_record(
+            outcome.seconds, outcome.cpu_seconds, ran=outcome.ran, skipped=outcome.skipped))
     return outcome.ran
 
 

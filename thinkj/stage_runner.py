@@ -19,6 +19,7 @@ its new output. Each stage's output goes to ``<logs>/<stage>.log``; the terminal
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import shlex
 import subprocess
@@ -77,8 +78,6 @@ def read_record(path: Path) -> dict[str, Any] | None:
 
 def _as_json(value: Any) -> Any:
     """``value`` as it reads back from a record (tuples are lists, paths strings), for comparing settings."""
-    import json
-
     return json.loads(json.dumps(value, default=str))
 
 
@@ -241,7 +240,7 @@ def run_steps(steps: Sequence[Step], *, policy: str, logs: Path, hint: str = "",
     count as run). ``announce(step, "skip" | "start")`` prints the caller's own line for those events; without it a
     skipped stage gets a progress line saying so."""
     out = sys.stdout if out is None else out
-    shown = [s for s in steps if only is None or s.name in only]
+    shown = {s.name: i for i, s in enumerate((s for s in steps if only is None or s.name in only), 1)}
     outcome = Outcome()
     for step in steps:
         listed = only is None or step.name in only
@@ -259,7 +258,7 @@ def run_steps(steps: Sequence[Step], *, policy: str, logs: Path, hint: str = "",
                 if announce is not None:
                     announce(step, "skip")
                 else:
-                    print(progress_line(shown.index(step) + 1, len(shown), step.name, None, brief=step.brief(record)),
+                    print(progress_line(shown[step.name], len(shown), step.name, None, brief=step.brief(record)),
                           file=out, flush=True)
             continue
         if not listed:
@@ -269,7 +268,7 @@ def run_steps(steps: Sequence[Step], *, policy: str, logs: Path, hint: str = "",
         outcome.ran.append(step.name)
         if dry:
             continue
-        i, log = shown.index(step) + 1, logs / f"{step.name}.log"
+        i, log = shown[step.name], logs / f"{step.name}.log"
         paths = dict(step.inputs())
         inputs = fingerprints(paths, step.recursive)  # what the stage starts from, not what they became meanwhile
         start, cpu_start = time.monotonic(), cpu_time()

@@ -1,0 +1,72 @@
+"""The stage loop shared by the reproduction pipeline and the demo (:mod:`thinkj.stage_runner`), as the pipeline runs
+it: real commands, their output in per-stage logs, a progress line per stage, per-stage seconds in each completion
+record and in ``<RUN_DIR>/logs/stage_times.json``; a rerun skips both stages, other settings are refused.
+
+The stage list is two small Python commands in place of the paper's (which need models and a teacher); the loop,
+the records and their checks are the pipeline's own.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+from pathlib import Path
+
+import pytest
+
+import thinkj.pipeline as pipeline
+from thinkj.errors import ThinkJError
+
+WRITE = "import pathlib, sys; p = pathlib.Path(sys.argv[1]); p.parent.mkdir(parents=True, exist_ok=True); " \
+        "p.write_text(''.join(line + chr(10) for line in sys.argv[2:])); print('wrote', p)"
+
+
+def _two_stages(run: Path):
+    def plan(s: dict[str, str]) -> list[pipeline.Stage]:
+        a, b = run / "a" / "a.txt", run / "b" / "b.jsonl"
+        return [pipeline.Stage("a", ["python", "-c", WRITE, str(a), "x"], a, {"SOURCE_LIMIT": s["SOURCE_LIMIT"]}),
+                pipeline.Stage("b", ["python", "-c", WRITE, str(b), '{"r": 1}', '{"r": 2}'], b,
+                               {"SOURCE_LIMIT": s["SOURCE_LIMIT"]}, {"pairs": a})]
+    return plan
+
+
+def test_the_pipeline_loop_logs_times_records_and_skips(tmp_path, monkeypatch):
+    run = tmp_path / "run"
+    monkeypatch.setattr(pipeline, "plan", _two_stages(run))
+    s = pipeline.settings({"RUN_DIR": str(run)})
+    out = io.StringIO()
+    assert pipeline.run_pipeline(s, out=out) == ["a", "b"]
+    lines = out.getvalue().splitlines()
+    assert lines[0] == f"# stage a -> {run / 'a' / 'a.txt'}" and lines[2].startswith("[ 1/2] a ")
+    assert lines[3] == f"# stage b -> {run / 'b' / 'b.jsonl'}"
+    assert lines[5].startswith("[ 2/2] b ") and " s (cpu " in lines[5] and lines[5].endswith("rows=2")
+    assert "wrote" in (run / "logs" / "b.log").read_text()
+    record = json.loads((run / "b" / "b.done.json").read_text())
+    assert record["inputs"]["pairs"].startswith("sha256:") and record["counts"] == {"rows": 2}
+    times = json.loads((run / "logs" / "stage_times.json").read_text())
+    assert times["ran"] == ["a", "b"] and times["seconds"]["b"] == record["seconds"]
+    assert set(times) >= {"cpu_seconds", "total_seconds", "total_cpu_seconds", "load_average"}
+
+    again = io.StringIO()
+    assert pipeline.run_pipeline(s, out=again) == []
+    assert again.getvalue().splitlines() == [f"# skip a: done ({run / 'a' / 'a.done.json'})",
+                                             f"# skip b: done ({run / 'b' / 'b.done.json'})"]
+    times_again = json.loads((run / "logs" / "stage_times.json").read_text())
+    assert times_again["skipped"] == ["a", "b"] and times_again["seconds"] == times["seconds"]
+
+    with pytest.raises(ThinkJError) as refused:
+        pipeline.run_pipeline(pipeline.settings({"RUN_DIR": str(run), "SOURCE_LIMIT": "2"}), out=io.StringIO())
+    assert str(refused.value) == (f"{run / 'a' / 'a.done.json'}: stage a was done with other settings "
+                                  f"(SOURCE_LIMIT='' then, '2' now): {pipeline.REDO_HINT}")
+
+
+def test_a_failed_command_is_named_with_its_log_and_leaves_no_record(tmp_path, monkeypatch):
+    run = tmp_path / "run"
+    out_file = run / "a" / "a.txt"
+    monkeypatch.setattr(pipeline, "plan", lambda s: [pipeline.Stage("a", ["python", "-c", "raise SystemExit(3)"],
+                                                                    out_file)])
+    out = io.StringIO()
+    with pytest.raises(pipeline.StageFailed, match=f"stage a failed \\(exit 3\\); its log: {run / 'logs' / 'a.log'}"):
+        pipeline.run_pipeline(pipeline.settings({"RUN_DIR": str(run)}), out=out)
+    assert out.getvalue().splitlines()[-1].startswith("[ 1/1] a               FAILED after ")
+    assert not list(run.rglob("*.done.json"))
