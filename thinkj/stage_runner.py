@@ -208,7 +208,7 @@ class Step:
     work: Callable[[Path], dict[str, Any]]  # runs it, its output going to the given log; returns what its record adds
     inputs: Callable[[], Mapping[str, Path]] = dict  # role -> local file or folder it reads, asked when it starts
     recursive: tuple[str, ...] = ()    # input roles hashed with every file under them (a source folder)
-    always: bool = False               # runs every time; no record is consulted or written
+    always: bool = False               # runs every time: its record is written (it finished) but never consulted
     done: Callable[[dict[str, Any], bool], None] | None = None  # gets its record, made or found (skipped: True)
     brief: Callable[[dict[str, Any]], str] = lambda record: ""  # a few words for its progress line, from its record
     outputs: Callable[[dict[str, Any]], Mapping[str, Path]] | None = None  # where a record's outputs are now
@@ -281,10 +281,8 @@ def run_steps(steps: Sequence[Step], *, policy: str, logs: Path, hint: str = "",
         seconds, cpu = round(time.monotonic() - start, 1), round(cpu_time() - cpu_start, 1)
         outcome.seconds[step.name], outcome.cpu_seconds[step.name] = seconds, cpu
         record = {"stage": step.name, "settings": dict(step.settings), **details}
-        if not step.always:
-            write_record(step.record, step.name, step.settings, inputs, paths, seconds=seconds, cpu_seconds=cpu,
-                         **details)
-            record = read_record(step.record) or record
+        write_record(step.record, step.name, step.settings, inputs, paths, seconds=seconds, cpu_seconds=cpu, **details)
+        record = read_record(step.record) or record
         outcome.records[step.name] = record
         if step.done is not None:
             step.done(record, False)
