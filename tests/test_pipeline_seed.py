@@ -56,15 +56,17 @@ def test_unset_seed_passes_nothing_and_keeps_old_records_done(tmp_path):
         record = json.loads(stage.record.read_text())
         record["settings"].pop("SEED", None)
         stage.record.write_text(json.dumps(record))
-    assert set(_kinds(dry_run("reproduce_qwen2.5-7b.sh", tmp_path)).values()) == {"skip"}
+    kinds = _kinds(dry_run("reproduce_qwen2.5-7b.sh", tmp_path))
+    assert kinds.pop("tables") == "stage" and set(kinds.values()) == {"skip"}  # tables always runs (seconds)
 
 
 def test_changing_seed_never_reuses_a_finished_stage(tmp_path):
     base = {"RUN_DIR": str(tmp_path), "REWARD_PRESET": "thinkj_qwen"}
     unseeded, seeded = plan(settings(base)), plan(settings({**base, "SEED": "3"}))
     for before, after in zip(unseeded, seeded):
-        # from the first seeded stage on, every stage depends on the seed (later stages through earlier ones)
-        assert (before.settings != after.settings) == (before.name != "load"), before.name
+        # from the first seeded stage on, every stage depends on the seed (later stages through earlier ones); the
+        # tables stage reads every run's results under RUN_DIR/eval, whatever their seed, and always runs
+        assert (before.settings != after.settings) == (before.name not in ("load", "tables")), before.name
         assert after.settings.get("SEED", "3") == "3"
     _finish(unseeded)
     difficulty = next(s for s in seeded if s.name == "difficulty")
