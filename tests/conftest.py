@@ -51,3 +51,14 @@ def tiny_model_dir(tmp_path_factory) -> Path:
     from thinkj.tiny_model import build_tiny_model
 
     return build_tiny_model(tmp_path_factory.mktemp("tiny") / "model", seed=0)
+
+
+def pytest_collection_modifyitems(config, items) -> None:
+    """Tests marked ``opt_in`` run only when the mark expression names them (``-m opt_in``): minutes of engine
+    time each, kept out of ``make test`` so that CI stays within its budget."""
+    if "opt_in" in (config.option.markexpr or ""):
+        return
+    skip = pytest.mark.skip(reason="opt-in: minutes of engine time; select with -m opt_in")
+    for item in items:
+        if "opt_in" in item.keywords:
+            item.add_marker(skip)

@@ -1,7 +1,10 @@
 """verl 0.9.1's real trainer on CPU with configs/verl/grpo_consistent.yaml for 2 steps: both orders of every
 comparison in each step, the twin reward manager's consistency term, the grpo_twin advantage (the run stops if the
 hook that passes the twin keys is not installed in the trainer's driver) and the position diagnostics in verl's
-own step log. Run sizes and helpers as tests/test_verl_cpu_train.py."""
+own step log. Run sizes and helpers as tests/test_verl_cpu_train.py.
+
+    python -m pytest -q tests/test_verl_cpu_twins.py -m opt_in
+"""
 
 from __future__ import annotations
 
@@ -14,7 +17,9 @@ from test_verl_cpu_train import judge, train  # noqa: F401 -- the tiny judge fix
 
 from thinkj.rewards.twins import consistency_terms
 
-pytestmark = [pytest.mark.slow, pytest.mark.timeout(1800)]
+# opt-in (``-m opt_in``): its own judge fine-tune and a verl run are minutes of CI time; the twin logic is covered by
+# the hand-worked cases of tests/test_twins.py and TRL's engine path by tests/test_online_trl_twins.py
+pytestmark = [pytest.mark.slow, pytest.mark.opt_in, pytest.mark.timeout(1800)]
 
 
 @pytest.fixture(scope="module")
