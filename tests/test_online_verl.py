@@ -457,3 +457,15 @@ def test_a_catalog_model_name_becomes_its_converted_folder(tmp_path, monkeypatch
     (folder / DONE_MARKER).write_text("{}")
     argv, _ = build_command(spec)
     assert f"actor_rollout_ref.model.path={folder}" in argv
+
+
+@pytest.mark.parametrize("folder", ["runs/sweeps/table8/runs/model=tiny_w_fmt=1.0_w_str=0.2-5fe761a1", "a dir/x,y",
+                                    "it's[1]", "plain/path-1.0"])
+def test_paths_reach_hydra_whole_whatever_their_characters(folder):
+    """A sweep's run folder holds '=': every path override must parse back, by Hydra's own parser, to the path."""
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    from thinkj.online.verl_launch import hydra_value
+
+    parsed = OverridesParser.create().parse_overrides([f"trainer.default_local_dir={hydra_value(folder)}"])
+    assert parsed[0].value() == folder

@@ -19,6 +19,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import shlex
 import subprocess
 import sys
@@ -125,16 +126,16 @@ def build_command(spec: VerlLaunch) -> tuple[list[str], dict[str, str]]:
     if on_cpu:  # one machine: local paths made absolute (a cluster job keeps them as given, for its own nodes)
         model, train, val = (_local(p) for p in (model, train, val))
     argv = [spec.python, "-m", "verl.trainer.main_ppo", "--config-path", str(config_dir), "--config-name", ALGOS[spec.algo],
-            f"actor_rollout_ref.model.path={model}",
-            f"data.train_files={train}",
-            f"data.val_files={val}",
+            f"actor_rollout_ref.model.path={hydra_value(model)}",
+            f"data.train_files={hydra_value(train)}",
+            f"data.val_files={hydra_value(val)}",
             f"{kwargs}.preset={spec.preset}",
             *[f"++{kwargs}.{name}={value}" for name, value in sorted(spec.weights.items())],
             *([] if on_cpu else [f"trainer.nnodes={nnodes}", f"trainer.n_gpus_per_node={gpus_per_node}"]),
             f"trainer.experiment_name={experiment}",
-            f"trainer.default_local_dir={out / 'checkpoints'}",
+            f"trainer.default_local_dir={hydra_value(out / 'checkpoints')}",
             # Hydra's own run folder (config + log), inside the output folder instead of ./outputs
-            f"hydra.run.dir={out / 'hydra'}",
+            f"hydra.run.dir={hydra_value(out / 'hydra')}",
             *(verl_cpu.cpu_overrides(spec.algo, nnodes, gpus_per_node, cluster=cluster) if on_cpu else []),
             *(seed_overrides(spec.seed) if spec.seed is not None else []),
             *spec.overrides]
@@ -177,6 +178,19 @@ def world_shape(spec: VerlLaunch) -> tuple[int, int]:
                           f"{nnodes * gpus_per_node} training workers on this machine's {cores} cores: use --nnodes 1 "
                           "--gpus-per-node 1 (one worker), or a Ray cluster (scripts/ray_cluster.sh) for more")
     return nnodes, gpus_per_node
+
+
+_HYDRA_PLAIN = re.compile(r"[\w./:+@~-]*")
+
+
+def hydra_value(path: str | Path) -> str:
+    """A path as a Hydra override value: as it is when plain, else single-quoted. A sweep's run folder is named
+    ``model=..._w_str=0.2-<hash>``, and an unquoted ``=`` (or comma, bracket, space) breaks Hydra's override
+    grammar ("mismatched input '='")."""
+    text = str(path)
+    if _HYDRA_PLAIN.fullmatch(text):
+        return text
+    return "'" + text.replace("\\", "\\\\").replace("'", "\\'") + "'"
 
 
 def _local(path: str) -> str:
