@@ -62,3 +62,24 @@ def pytest_collection_modifyitems(config, items) -> None:
     for item in items:
         if "opt_in" in item.keywords:
             item.add_marker(skip)
+
+
+@pytest.fixture(autouse=True)
+def _logging_back_to_the_real_stderr():
+    """After each test, point every logging handler made during it at the process's real stderr. A library that
+    builds its handler inside an in-process engine run (transformers, LlamaFactory) binds it to that test's captured
+    stream, which pytest closes afterwards; every later log line was then a "Logging error" traceback in the next
+    tests' captured stderr, where the one-line-error checks read it."""
+    import logging
+
+    yield
+    loggers = [logging.getLogger(), *(lg for lg in logging.Logger.manager.loggerDict.values()
+                                      if isinstance(lg, logging.Logger))]
+    for logger in loggers:
+        for handler in logger.handlers:
+            if type(handler).__module__.startswith("_pytest") or isinstance(handler, logging.FileHandler) \
+                    or type(handler).__name__ == "_StderrHandler":  # logging's last resort follows sys.stderr itself
+                continue
+            stream = getattr(handler, "stream", None)
+            if isinstance(handler, logging.StreamHandler) and stream not in (sys.__stderr__, sys.__stdout__):
+                handler.stream = sys.__stderr__  # not setStream: it flushes the old stream, which may be closed
