@@ -30,6 +30,18 @@ def active_nodes(status: str) -> int:
     return sum(1 for line in lines if "node_" in line)
 
 
+def status_with(cluster, nodes: int, timeout: float = 60.0) -> subprocess.CompletedProcess:
+    """``ray_cluster.sh status`` once it lists ``nodes`` active nodes: a node that has just joined or stopped
+    reaches the head's autoscaler report some seconds later on a loaded machine (seen: 1 of 2 right after the
+    worker's start)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        status = cluster.script("status")
+        if status.returncode != 0 or active_nodes(status.stdout) == nodes or time.monotonic() > deadline:
+            return status
+        time.sleep(2)
+
+
 def session_processes(sessions: list[int]) -> list[int]:
     import psutil
 
@@ -50,7 +62,7 @@ def test_head_worker_status_and_stop_on_loopback(tmp_path):
     (home / ".ray").mkdir(parents=True)
     (home / ".ray" / "auth_token").write_text("0123456789abcdef" * 4)
     with local_ray(workers=1, cpus=1, env={"HOME": str(home)}) as cluster:
-        status = cluster.script("status")
+        status = status_with(cluster, 2)
         assert status.returncode == 0, status.stderr[-2000:]
         assert active_nodes(status.stdout) == 2 and "0.0/2.0 GPU" in status.stdout
         # a client without RAY_AUTH_MODE (a user's shell) is served too: the script set the mode on the nodes
@@ -64,7 +76,7 @@ def test_head_worker_status_and_stop_on_loopback(tmp_path):
         stopped = cluster.script("stop", RAY_TEMP_DIR=str(cluster.temp_dirs[1]))
         assert stopped.returncode == 0 and f"session {worker}" in stopped.stdout
         assert not session_processes([worker]) and session_processes([head])
-        alone = cluster.script("status")
+        alone = status_with(cluster, 1)
         assert alone.returncode == 0 and active_nodes(alone.stdout) == 1, alone.stdout + alone.stderr
         sessions = cluster.sessions
     assert not session_processes(sessions)  # leaving the block stopped the head too
@@ -78,7 +90,7 @@ def test_head_worker_status_and_stop_on_loopback(tmp_path):
 def test_verl_grpo_world_size_two_across_two_raylets(judge, data, tmp_path):  # noqa: F811
     out = tmp_path / "grpo"
     with local_ray(workers=1) as cluster:
-        status = cluster.script("status")
+        status = status_with(cluster, 2)
         assert status.returncode == 0 and active_nodes(status.stdout) == 2, status.stdout + status.stderr
         env = {**cluster.env, "NNODES": "2", "GPUS": "1", "DEVICE": "cpu", "ALGO": "grpo", "MODEL": str(judge),
                "DATA": str(data["train"]), "VAL_DATA": str(data["val"]), "OUT": str(out)}
