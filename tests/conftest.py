@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib.util
+import logging
 import os
 import sys
 from pathlib import Path
@@ -64,14 +65,17 @@ def pytest_collection_modifyitems(config, items) -> None:
             item.add_marker(skip)
 
 
+# A log line whose handler's stream is gone is dropped, not reported as a "--- Logging error ---" traceback into
+# whatever stderr a later test captures (logging's production setting; the fixture below repoints what it can).
+logging.raiseExceptions = False
+
+
 @pytest.fixture(autouse=True)
 def _logging_back_to_the_real_stderr():
     """After each test, point every logging handler made during it at the process's real stderr. A library that
     builds its handler inside an in-process engine run (transformers, LlamaFactory) binds it to that test's captured
     stream, which pytest closes afterwards; every later log line was then a "Logging error" traceback in the next
     tests' captured stderr, where the one-line-error checks read it."""
-    import logging
-
     yield
     loggers = [logging.getLogger(), *(lg for lg in logging.Logger.manager.loggerDict.values()
                                       if isinstance(lg, logging.Logger))]
