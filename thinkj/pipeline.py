@@ -50,6 +50,7 @@ from pathlib import Path
 
 from thinkj import stage_runner
 from thinkj.errors import ThinkJError, exit_on_user_error
+from thinkj.pipeline_checks import _check_lf_overrides, _check_verl_overrides, _split, benchmark_data
 from thinkj.records import write_json
 from thinkj.stage_runner import fingerprints
 from thinkj.staging import promote
@@ -270,55 +271,6 @@ def validate(s: dict[str, str]) -> None:
     for name in ("MODEL_NAME", "TRAIN_DATA_NAME", "TEACHER_MODEL", "TEACHER_URL", "DEDUP_MODEL"):
         if not s[name].strip():
             raise ThinkJError(f"{name}='': must not be empty")
-
-
-def _split(name: str, value: str) -> list[str]:
-    try:
-        return shlex.split(value)
-    except ValueError as exc:
-        raise ThinkJError(f"{name}={value!r}: {exc}") from None
-
-
-def _check_lf_overrides(name: str, value: str) -> None:
-    """LlamaFactory ``key=value`` items: known keys and sensible values, checked before stage 1."""
-    from thinkj.train.config import check_keys, check_values, parse_overrides
-
-    try:
-        overrides = parse_overrides(_split(name, value))
-        check_keys(overrides, dict.fromkeys(overrides, name))
-        check_values(overrides, dict.fromkeys(overrides, name))
-    except ThinkJError as exc:
-        raise ThinkJError(f"{name}: {exc}") from None
-
-
-def _check_verl_overrides(value: str) -> None:
-    from thinkj.online.verl_launch import check_override
-
-    for item in _split("VERL_OVERRIDES", value):
-        try:
-            check_override(item)
-        except ThinkJError as exc:
-            raise ThinkJError(f"VERL_OVERRIDES: {exc}") from None
-
-
-def benchmark_data(s: Mapping[str, str]) -> dict[str, str]:
-    """``BENCHMARK_DATA`` as benchmark -> location; a benchmark named twice, one that is not in BENCHMARKS or an
-    item that is not ``name=location`` is an error (it would be ignored)."""
-    out: dict[str, str] = {}
-    benches = s["BENCHMARKS"].split()
-    for item in _split("BENCHMARK_DATA", s["BENCHMARK_DATA"]):
-        bench, sep, where = item.partition("=")
-        if not sep or not bench or not where:
-            raise ThinkJError(f"BENCHMARK_DATA: {item!r} is not benchmark=location")
-        if bench not in benches:
-            raise ThinkJError(f"BENCHMARK_DATA: {bench!r} is not among BENCHMARKS={s['BENCHMARKS']!r}")
-        if bench in out:
-            raise ThinkJError(f"BENCHMARK_DATA: {bench!r} is given twice")
-        local = bench == "synthetic" or "/" in where  # a hub name has one slash too: only a real run can tell
-        if s["DRY_RUN"] != "1" and local and "://" not in where and not Path(where).exists():
-            raise ThinkJError(f"BENCHMARK_DATA: {bench}={where}: no such file or folder")
-        out[bench] = where
-    return out
 
 
 def online_folder(s: dict[str, str]) -> str:

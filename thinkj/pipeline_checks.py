@@ -1,0 +1,59 @@
+"""The pipeline's checks of list-valued settings: LlamaFactory and verl overrides, and BENCHMARK_DATA (one line
+naming the setting, before stage 1; :mod:`thinkj.pipeline` calls them from ``validate`` and ``plan``)."""
+
+from __future__ import annotations
+
+import shlex
+from collections.abc import Mapping
+from pathlib import Path
+
+from thinkj.errors import ThinkJError
+
+
+def _split(name: str, value: str) -> list[str]:
+    try:
+        return shlex.split(value)
+    except ValueError as exc:
+        raise ThinkJError(f"{name}={value!r}: {exc}") from None
+
+
+def _check_lf_overrides(name: str, value: str) -> None:
+    """LlamaFactory ``key=value`` items: known keys and sensible values, checked before stage 1."""
+    from thinkj.train.config import check_keys, check_values, parse_overrides
+
+    try:
+        overrides = parse_overrides(_split(name, value))
+        check_keys(overrides, dict.fromkeys(overrides, name))
+        check_values(overrides, dict.fromkeys(overrides, name))
+    except ThinkJError as exc:
+        raise ThinkJError(f"{name}: {exc}") from None
+
+
+def _check_verl_overrides(value: str) -> None:
+    from thinkj.online.verl_launch import check_override
+
+    for item in _split("VERL_OVERRIDES", value):
+        try:
+            check_override(item)
+        except ThinkJError as exc:
+            raise ThinkJError(f"VERL_OVERRIDES: {exc}") from None
+
+
+def benchmark_data(s: Mapping[str, str]) -> dict[str, str]:
+    """``BENCHMARK_DATA`` as benchmark -> location; a benchmark named twice, one that is not in BENCHMARKS or an
+    item that is not ``name=location`` is an error (it would be ignored)."""
+    out: dict[str, str] = {}
+    benches = s["BENCHMARKS"].split()
+    for item in _split("BENCHMARK_DATA", s["BENCHMARK_DATA"]):
+        bench, sep, where = item.partition("=")
+        if not sep or not bench or not where:
+            raise ThinkJError(f"BENCHMARK_DATA: {item!r} is not benchmark=location")
+        if bench not in benches:
+            raise ThinkJError(f"BENCHMARK_DATA: {bench!r} is not among BENCHMARKS={s['BENCHMARKS']!r}")
+        if bench in out:
+            raise ThinkJError(f"BENCHMARK_DATA: {bench!r} is given twice")
+        local = bench == "synthetic" or "/" in where  # a hub name has one slash too: only a real run can tell
+        if s["DRY_RUN"] != "1" and local and "://" not in where and not Path(where).exists():
+            raise ThinkJError(f"BENCHMARK_DATA: {bench}={where}: no such file or folder")
+        out[bench] = where
+    return out
