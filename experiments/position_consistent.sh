@@ -1,0 +1,55 @@
+#!/usr/bin/env bash
+# Position-consistent GRPO vs plain GRPO vs the init judge (experiments/LOG.md, 2026-11-25 protocol + amendment).
+#
+#   INIT=runs/demo/sft/judge_sft SEEDS="0 1 2" TASK=facts bash experiments/position_consistent.sh
+#   .venv/bin/python experiments/position_consistent_report.py runs/pcg --task facts --seeds 0 1 2
+#
+# Per seed S: data (thinkj data task, seed S), arms plain and consistent (TRL GRPO from INIT), then the held-out
+# evaluation of init, plain and consistent in both orders (greedy). A finished arm (its thinkj_online_done.json)
+# and a finished evaluation (its results JSON) are skipped on a rerun; the evaluation's own cache resumes a
+# half-finished one.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+: "${INIT:?INIT must name the init judge folder (a demo run's sft/judge_sft)}"
+TASK=${TASK:-facts}
+SEEDS=${SEEDS:-"0 1 2"}
+OUT=${OUT:-runs/pcg}
+STEPS=${STEPS:-24}
+LR=${LR:-2e-5}
+MAXLEN=${MAXLEN:-96}
+TRAIN=${TRAIN:-256}
+TEST=${TEST:-150}
+BACKEND=${BACKEND:-vllm}
+ARMS=${ARMS:-"plain consistent"}
+PY=${PY:-.venv/bin}
+NICE=${NICE:-nice -n 5}
+[ -f "$INIT/config.json" ] || { echo "error: INIT=$INIT has no config.json (not a model folder)" >&2; exit 2; }
+
+for S in $SEEDS; do
+  D=$OUT/data-$TASK-s$S
+  [ -f "$D/test.jsonl" ] || $PY/thinkj data task "$TASK" "$D" --train "$TRAIN" --test "$TEST" --seed "$S"
+  for ARM in $ARMS; do
+    R=$OUT/$TASK-s$S/$ARM
+    if [ -f "$R/thinkj_online_done.json" ]; then echo "[pcg] $TASK s$S $ARM: done, skipped"; continue; fi
+    case $ARM in
+      plain) EXTRA=(--prompts-per-step 2) ;;
+      consistent) EXTRA=(--twins union --weight w_con=1.0 --prompts-per-step 1) ;;
+      *) echo "error: unknown arm $ARM (plain | consistent)" >&2; exit 2 ;;
+    esac
+    echo "[pcg] $TASK s$S $ARM: training ($STEPS steps)"
+    start=$(date +%s)
+    $NICE $PY/thinkj train rl --engine trl --model "$INIT" --data "$D/train.jsonl" --out "$R" \
+      --steps "$STEPS" --lr "$LR" --num-generations 4 --max-completion-length "$MAXLEN" --device cpu \
+      "${EXTRA[@]}" "seed=$S"
+    echo "{\"seconds\": $(( $(date +%s) - start ))}" > "$R/wall_time.json"
+  done
+  for ARM in init $ARMS; do
+    M=$([ "$ARM" = init ] && echo "$INIT" || echo "$OUT/$TASK-s$S/$ARM/model")
+    E=$OUT/$TASK-s$S/eval-$ARM
+    if [ -f "$E/synthetic.results.json" ]; then echo "[pcg] $TASK s$S eval $ARM: done, skipped"; continue; fi
+    echo "[pcg] $TASK s$S eval $ARM"
+    $NICE $PY/thinkj eval run synthetic --model "$M" --data "$D/test.jsonl" --backend "$BACKEND" \
+      --max-new-tokens "$MAXLEN" --out "$E"
+  done
+done
+echo "[pcg] all done"
