@@ -10,7 +10,7 @@
 # half-finished one.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-: "${INIT:?INIT must name the init judge folder (a demo run's sft/judge_sft)}"
+: "${INIT:?INIT must name the init judge folder (the sft/judge_sft folder of a demo run)}"
 TASK=${TASK:-facts}
 SEEDS=${SEEDS:-"0 1 2"}
 OUT=${OUT:-runs/pcg}
