@@ -1,0 +1,153 @@
+"""Report of the position-consistent GRPO experiment (experiments/LOG.md, 2026-11-25): tests, table and curves.
+
+    .venv/bin/python experiments/position_consistent_report.py runs/pcg --task facts --seeds 0 1 2 \
+        --plot experiments/plots/pcg_facts.png
+
+Reads what ``experiments/position_consistent.sh`` wrote under the run folder: per seed, the held-out judgments of
+each arm (``<task>-s<S>/eval-<arm>/synthetic.judgments.jsonl``) and each RL run's ``trainer_state.json``. Prints a
+markdown table per arm (accuracy with Wilson 95 % interval, pair accuracy, "(a)" share, flip rate, unparsed) and the
+paired McNemar exact tests (per seed and pooled over seeds), writes the same as JSON next to the plot, and plots
+reward, training accuracy, "(a)" share and twin flip rate per step. An arm or seed whose evaluation is missing or
+incomplete is an error, not a silently shorter table.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from thinkj.stats import mcnemar_exact, wilson_interval
+
+ARMS = ("init", "plain", "consistent")
+TESTS = (("consistent", "init", "primary"), ("plain", "init", "secondary"), ("consistent", "plain", "secondary"))
+CURVES = (("reward", "reward (Think-J)"), ("rewards/acc/mean", "training accuracy"),
+          ("pos/a_share", '"(a)" share of verdicts'), ("pos/flip_rate", "twin flip rate"))
+
+
+def load_judgments(path: Path) -> dict[tuple[str, str], dict]:
+    """{(item_id, order): judgment} of one evaluation; refuses a missing or incomplete one."""
+    results = path.parent / "synthetic.results.json"
+    if not path.is_file() or not results.is_file():
+        raise SystemExit(f"error: {path.parent}: no finished evaluation (synthetic.results.json missing)")
+    if not json.loads(results.read_text()).get("complete", False):
+        raise SystemExit(f"error: {results}: evaluation marked incomplete")
+    out = {}
+    for n, line in enumerate(path.read_text().splitlines(), 1):
+        row = json.loads(line)
+        key = (row["item_id"], row["order"])
+        if key in out:
+            raise SystemExit(f"error: {path}:{n}: judgment {key} appears twice")
+        out[key] = row
+    return out
+
+
+def arm_metrics(rows: list[dict]) -> dict:
+    """Accuracy, pair accuracy (both orders right), "(a)" share, flip rate (same letter in both orders: the
+    preference follows the position) and unparsed share of one arm's judgments."""
+    n = len(rows)
+    right = sum(r["correct"] for r in rows)
+    by_item: dict[tuple[int, str], dict[str, dict]] = {}
+    for r in rows:
+        by_item.setdefault((r["_seed"], r["item_id"]), {})[r["order"]] = r
+    pairs = [v for v in by_item.values() if len(v) == 2]
+    both = sum(v["original"]["correct"] and v["swapped"]["correct"] for v in pairs)
+    flips = sum(v["original"]["verdict"] in ("a", "b") and v["original"]["verdict"] == v["swapped"]["verdict"]
+                for v in pairs)
+    low, high = wilson_interval(right, n)
+    plow, phigh = wilson_interval(both, len(pairs))
+    return {"judgments": n, "accuracy": right / n, "ci95": [low, high], "pairs": len(pairs),
+            "pair_accuracy": both / max(len(pairs), 1), "pair_ci95": [plow, phigh],
+            "a_share": sum(r["verdict"] == "a" for r in rows) / n, "flip_rate": flips / max(len(pairs), 1),
+            "unparsed": sum(not r["well_formed"] for r in rows) / n}
+
+
+def mcnemar(first: dict, second: dict) -> dict:
+    """Paired exact test of ``first`` vs ``second`` on the same judgments."""
+    if first.keys() != second.keys():
+        raise SystemExit("error: the two arms were not scored on the same judgments")
+    only_first = sum(first[k]["correct"] and not second[k]["correct"] for k in first)
+    only_second = sum(second[k]["correct"] and not first[k]["correct"] for k in first)
+    return {"only_first": only_first, "only_second": only_second, "n": len(first),
+            "diff": (only_first - only_second) / len(first), "p": mcnemar_exact(only_first, only_second)}
+
+
+def plot(run_dir: Path, task: str, seeds: list[int], out: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, len(CURVES), figsize=(4.2 * len(CURVES), 3.4))
+    colours = {"plain": "tab:blue", "consistent": "tab:red"}
+    for arm in ("plain", "consistent"):
+        for s in seeds:
+            state = run_dir / f"{task}-s{s}" / arm / "trainer_state.json"
+            if not state.is_file():
+                raise SystemExit(f"error: {state}: missing (the RL run of {arm}, seed {s}, did not finish)")
+            hist = [h for h in json.loads(state.read_text())["log_history"] if "reward" in h]
+            for ax, (key, title) in zip(axes, CURVES):
+                pts = [(h["step"], h[key]) for h in hist if key in h]
+                if pts:
+                    ax.plot(*zip(*pts), color=colours[arm], alpha=0.8, lw=1.2,
+                            label=f"{arm}" if s == seeds[0] else None)
+                ax.set_title(title, fontsize=10)
+                ax.set_xlabel("step")
+    axes[0].legend(fontsize=8)
+    fig.suptitle(f"GRPO on the SmolLM2 demo judge, task {task}, seeds {seeds}", fontsize=10)
+    fig.tight_layout()
+    out.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(out, dpi=110)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("run_dir", type=Path)
+    ap.add_argument("--task", default="facts")
+    ap.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
+    ap.add_argument("--plot", type=Path, default=None, help="PNG of the per-step curves")
+    args = ap.parse_args(argv)
+
+    judged: dict[str, dict[int, dict]] = {arm: {} for arm in ARMS}
+    for s in args.seeds:
+        for arm in ARMS:
+            rows = load_judgments(args.run_dir / f"{args.task}-s{s}" / f"eval-{arm}" / "synthetic.judgments.jsonl")
+            judged[arm][s] = {k: {**v, "_seed": s} for k, v in rows.items()}
+    report: dict = {"task": args.task, "seeds": args.seeds, "arms": {}, "tests": []}
+    print("| arm | judgments | accuracy [95% CI] | pair acc. [95% CI] | \"(a)\" share | flip rate | unparsed |")
+    print("|---|---:|---:|---:|---:|---:|---:|")
+    for arm in ARMS:
+        m = arm_metrics([r for s in args.seeds for r in judged[arm][s].values()])
+        report["arms"][arm] = m
+        print(f"| {arm} | {m['judgments']} | {100 * m['accuracy']:.1f} [{100 * m['ci95'][0]:.1f}, "
+              f"{100 * m['ci95'][1]:.1f}] | {100 * m['pair_accuracy']:.1f} [{100 * m['pair_ci95'][0]:.1f}, "
+              f"{100 * m['pair_ci95'][1]:.1f}] | {100 * m['a_share']:.1f} | {100 * m['flip_rate']:.1f} | "
+              f"{100 * m['unparsed']:.1f} |")
+    print()
+    print("| test | kind | seed | right only first | right only second | diff (points) | McNemar p |")
+    print("|---|---|---|---:|---:|---:|---:|")
+    for first, second, kind in TESTS:
+        for seed in [*args.seeds, "pooled"]:
+            seeds = args.seeds if seed == "pooled" else [seed]
+            a = {(s, *k): v for s in seeds for k, v in judged[first][s].items()}
+            b = {(s, *k): v for s in seeds for k, v in judged[second][s].items()}
+            t = {"first": first, "second": second, "kind": kind, "seed": seed, **mcnemar(a, b)}
+            report["tests"].append(t)
+            print(f"| {first} vs {second} | {kind} | {seed} | {t['only_first']} | {t['only_second']} | "
+                  f"{100 * t['diff']:+.1f} | {t['p']:.3g} |")
+    for arm in ("plain", "consistent"):
+        times = [json.loads(p.read_text())["seconds"] for s in args.seeds
+                 if (p := args.run_dir / f"{args.task}-s{s}" / arm / "wall_time.json").is_file()]
+        report["arms"][arm]["rl_wall_seconds"] = times
+    print()
+    print("RL wall seconds:", {arm: report["arms"][arm]["rl_wall_seconds"] for arm in ("plain", "consistent")})
+    if args.plot:
+        plot(args.run_dir, args.task, args.seeds, args.plot)
+        args.plot.with_suffix(".json").write_text(json.dumps(report, indent=1) + "\n")
+        print(f"plot: {args.plot}; numbers: {args.plot.with_suffix('.json')}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
