@@ -59,6 +59,17 @@ def _plain(value: Any) -> Any:
     return value
 
 
+async def decode_rollout(tokenizer: Any, data: DataProto) -> tuple[Any, str, Any]:
+    """The one rollout a reward loop worker receives: (item, response text without padding, ground truth)."""
+    item = data[-1:][0]
+    response_ids = item.batch["responses"]
+    valid = int(item.batch["attention_mask"][-response_ids.shape[-1]:].sum())
+    loop = asyncio.get_running_loop()
+    # decoding off the event loop: the other rollouts of the group keep arriving meanwhile
+    text = await loop.run_in_executor(None, lambda: tokenizer.decode(response_ids[:valid], skip_special_tokens=True))
+    return item, text, _plain(item.non_tensor_batch["reward_model"]["ground_truth"])
+
+
 class GroupRewardManager(RewardManagerBase):
     def __init__(self, config, tokenizer, compute_score=None, reward_router_address=None, reward_model_tokenizer=None):
         super().__init__(config, tokenizer, compute_score)
@@ -75,13 +86,9 @@ class GroupRewardManager(RewardManagerBase):
         self._pending: dict[str, _Pending] = {}
 
     async def run_single(self, data: DataProto) -> dict:
-        item = data[-1:][0]
-        response_ids = item.batch["responses"]
-        valid = int(item.batch["attention_mask"][-response_ids.shape[-1]:].sum())
+        item, text, truth = await decode_rollout(self.tokenizer, data)
         loop = asyncio.get_running_loop()
-        text = await loop.run_in_executor(None, lambda: self.tokenizer.decode(response_ids[:valid], skip_special_tokens=True))
         nt = item.non_tensor_batch
-        truth = _plain(nt["reward_model"]["ground_truth"])
         prompt = _plain(nt["raw_prompt"]) if "raw_prompt" in nt else None
         if prompt is None:
             prompt_ids = item.batch["prompts"]

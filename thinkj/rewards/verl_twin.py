@@ -33,7 +33,7 @@ from verl.experimental.reward_loop.reward_manager.base import RewardManagerBase
 
 from thinkj.rewards.twins import consistency_terms
 from thinkj.rewards.verl import WHERE, preset_settings
-from thinkj.rewards.verl_group import _plain
+from thinkj.rewards.verl_group import _plain, decode_rollout
 from thinkj.rewards.weights import RewardWeightError, check_value
 
 
@@ -86,13 +86,9 @@ class TwinRewardManager(RewardManagerBase):
         self._pending: dict[str, _Twin] = {}
 
     async def run_single(self, data: DataProto) -> dict:
-        item = data[-1:][0]
-        response_ids = item.batch["responses"]
-        valid = int(item.batch["attention_mask"][-response_ids.shape[-1]:].sum())
+        item, text, truth = await decode_rollout(self.tokenizer, data)
         loop = asyncio.get_running_loop()
-        text = await loop.run_in_executor(None, lambda: self.tokenizer.decode(response_ids[:valid], skip_special_tokens=True))
         nt = item.non_tensor_batch
-        truth = _plain(nt["reward_model"]["ground_truth"])
         twin, order = twin_of(nt.get("extra_info"))
         result = dict(self.preset.fn(text, truth, **self.weights))  # the per-sample terms; w_con is added below
 
