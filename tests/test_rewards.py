@@ -130,3 +130,19 @@ def test_every_preset_has_fixed_keys_and_bounds(text, gt):
         assert result["pred"] in ("a", "b", "tie", "none")
         if gt["label"] == "tie":
             assert result["acc"] == 0
+
+
+def test_log_to_trainer_appends_to_the_buffer_of_the_models_mode():
+    from collections import defaultdict
+    from types import SimpleNamespace
+
+    from thinkj.rewards.trl import log_to_trainer
+
+    trainer = SimpleNamespace(_metrics={"train": defaultdict(list), "eval": defaultdict(list)},
+                              model=SimpleNamespace(training=True))
+    log_to_trainer(trainer, {"pos/a_share": 0.75})
+    trainer.model.training = False
+    log_to_trainer(trainer, {"pos/a_share": 0.25})
+    assert trainer._metrics["train"]["pos/a_share"] == [0.75]
+    assert trainer._metrics["eval"]["pos/a_share"] == [0.25]
+    log_to_trainer(None, {"pos/a_share": 1.0})  # not bound to a trainer: nothing to log, no error

@@ -38,7 +38,7 @@ from thinkj.errors import ThinkJError
 from thinkj.fingerprint import fingerprint
 from thinkj.records import RecordError, load_pairs, write_json, write_jsonl
 from thinkj.rewards import get_preset
-from thinkj.rewards.trl import TRLReward, completion_text
+from thinkj.rewards.trl import TRLReward, completion_text, log_to_trainer
 from thinkj.rewards.twins import TWIN_MODES, consistency_terms, needs_twins, position_stats
 from thinkj.staging import promote, restore, staging_dir
 
@@ -182,13 +182,8 @@ class RecordingReward(TRLReward):
         return scores
 
     def _log_metrics(self) -> None:
-        metrics = getattr(self._trainer, "_metrics", None)  # GRPOTrainer averages these into each log line
-        if metrics is None:
-            return
-        mode = "train" if self._trainer.model.training else "eval"
-        for key, value in self.last_metrics.items():
-            if key.startswith("pos/") or key in ("consistency", "twin_missing"):
-                metrics[mode][key].append(value)
+        log_to_trainer(self._trainer, {k: v for k, v in self.last_metrics.items()
+                                       if k.startswith("pos/") or k in ("consistency", "twin_missing")})
 
 
 class TwinSampler:

@@ -22,7 +22,7 @@ from typing import Any
 
 from thinkj.rewards.presets import GROUP_EXTRA_KEYS, GroupFn, GroupReward, per_sample_group, run_sync
 from thinkj.rewards.registry import GROUP_REWARDS, get_group_reward, register_group_reward
-from thinkj.rewards.trl import completion_text
+from thinkj.rewards.trl import completion_text, log_to_trainer
 
 __all__ = ["GROUP_EXTRA_KEYS", "GROUP_REWARDS", "GroupFn", "GroupReward", "TRLGroupReward", "completion_text",
            "get_group_reward", "per_sample_group", "prompt_key", "register_group_reward", "rows_ground_truth",
@@ -79,13 +79,7 @@ class TRLGroupReward:
         self._trainer = trainer
 
     def _log_metrics(self) -> None:
-        metrics = getattr(self._trainer, "_metrics", None)  # GRPOTrainer averages these into each log line
-        if metrics is None:
-            return
-        mode = "train" if self._trainer.model.training else "eval"
-        for key, value in self.last_metrics.items():
-            if key != "score":
-                metrics[mode][f"{self.__name__}/{key}"].append(value)
+        log_to_trainer(self._trainer, {f"{self.__name__}/{k}": v for k, v in self.last_metrics.items() if k != "score"})
 
     def __call__(self, prompts: list | None = None, completions: list | None = None, **columns: Any) -> list[float]:
         completions = completions or []

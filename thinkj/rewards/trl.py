@@ -33,6 +33,17 @@ def completion_text(completion: Any) -> str:
     return ""
 
 
+def log_to_trainer(trainer: Any, metrics: dict[str, float]) -> None:
+    """Append ``metrics`` to a GRPOTrainer's own metric buffers, which it averages into each log line (train or
+    eval, by the model's mode); a reward not bound to a trainer logs nothing."""
+    buffers = getattr(trainer, "_metrics", None)
+    if buffers is None:
+        return
+    mode = "train" if trainer.model.training else "eval"
+    for key, value in metrics.items():
+        buffers[mode][key].append(value)
+
+
 class TRLReward:
     pays_consistency = False  # w_con > 0 needs both orders' rollouts: only the twin reward (trl_grpo) pays it
 
