@@ -65,8 +65,11 @@ class TeacherConfig:
     retry_after: float | None = 0.01  # Retry-After header sent with 429
     api_key_env: str | None = None  # when set, requests must carry "Bearer $<this variable>" (else 401)
     task: str = "fruit"  # which demo task's rules it knows (thinkj.demo.tasks): fruit | facts
+    always: str | None = None  # "a" / "b": name that side for every prompt (a position-constant judge, a control)
 
     def __post_init__(self) -> None:
+        if self.always not in (None, "a", "b"):
+            raise ThinkJError(f"always must be 'a', 'b' or unset, got {self.always!r}")
         unknown = set(self.faults) - set(FAULTS)
         if unknown:
             raise ThinkJError(f"unknown fault kinds {sorted(unknown)}; known: {FAULTS}")
@@ -97,6 +100,8 @@ def scripted_answer(text: str, config: TeacherConfig) -> tuple[str, str]:
     """(reasoning, content) the teacher gives for a prompt."""
     from thinkj.demo.tasks import get_task
 
+    if config.always:
+        return ("I will go with the response in this position.", verdict_sentence(config.always, 2))
     task = get_task(config.task)
     pair = parse_prompt(text)
     draw = lambda what: _unit(config.seed, what, text)  # noqa: E731
