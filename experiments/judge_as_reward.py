@@ -165,12 +165,12 @@ def evaluate_after(run: Path, model: str, base: str, items: list[dict[str, Any]]
 
 
 # ------------------------------------------------------------------------------------------------------ rewards
-def judge_kwargs(url: str, cache: Path | None) -> dict[str, Any]:
+def judge_kwargs(url: str, cache: Path | None, template: str) -> dict[str, Any]:
     from thinkj.rewards.pairwise_group import PAIRWISE_GROUP_DEFAULTS
 
     # a loaded CPU answers slowly: a long timeout, and few requests in flight at once
     return {**PAIRWISE_GROUP_DEFAULTS, "base_url": url, "max_tokens": 160, "concurrency": 8, "timeout_s": 900,
-            "api_key_env": None, "cache_path": str(cache) if cache else None}
+            "api_key_env": None, "cache_path": str(cache) if cache else None, "template": template}
 
 
 class RuleReward:
@@ -286,7 +286,7 @@ def _timed_group_reward(kw: dict[str, Any]) -> Any:
 
 
 def grpo(run: Path, arm: str, seed: int, steps: int, lr: float, base: str, url: str | None,
-         items: list[dict[str, Any]]) -> dict[str, Any]:
+         items: list[dict[str, Any]], template: str) -> dict[str, Any]:
     import torch
     from datasets import Dataset
     from transformers import AutoModelForCausalLM, AutoTokenizer
@@ -305,7 +305,7 @@ def grpo(run: Path, arm: str, seed: int, steps: int, lr: float, base: str, url: 
         reward, kw = None, None
         funcs: list[Any] = [RuleReward(items)]
     else:
-        kw = judge_kwargs(url, stage / "judge_cache.sqlite")
+        kw = judge_kwargs(url, stage / "judge_cache.sqlite", template)
         reward = _timed_group_reward(kw)
         funcs = [reward]
     funcs.append(StepLog(items, stage, reward, kw))
@@ -407,6 +407,8 @@ def plot(path: Path, runs: dict[str, dict[str, Any]], before: dict[str, Any]) ->
 def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--judge", required=True, help="a judge folder trained on the facts task (demo's sft/judge_sft)")
+    parser.add_argument("--judge-template", default="judge_strength_v2",
+                        help="the prompt template the judge was trained with (the demo's: judge_strength_v2)")
     parser.add_argument("--out", default="runs/cpu/judge_as_reward")
     parser.add_argument("--base", default="smollm2", help="catalog name or folder of the policy's starting model")
     parser.add_argument("--arms", nargs="+", default=list(ARMS), choices=ARMS)
@@ -418,11 +420,13 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--plot", default=None, help="also write the plot here (e.g. experiments/plots/...png)")
     args = parser.parse_args(argv)
     from thinkj.models.catalog import resolve_model
+    from thinkj.prompts import get_template
     from thinkj.stats import wilson_interval
 
     judge = Path(args.judge)
     if not (judge / "config.json").exists():
         raise ThinkJError(f"--judge {judge}: not a model folder (no config.json); give a demo's sft/judge_sft")
+    get_template(args.judge_template)  # an unknown name fails here, before any server starts
     if args.steps < 1:
         raise ThinkJError(f"--steps must be at least 1, got {args.steps}")
     base = resolve_model(args.base)
@@ -448,7 +452,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                 server = TeacherServer(TeacherConfig(always="a"), model="judge")
                 urls["constant"] = stack.enter_context(server).base_url
             for arm in args.arms:
-                grpos[arm] = grpo(out / f"{arm}-s{seed}", arm, seed, args.steps, args.lr, base, urls.get(arm), train)
+                grpos[arm] = grpo(out / f"{arm}-s{seed}", arm, seed, args.steps, args.lr, base, urls.get(arm), train,
+                                   args.judge_template)
         # evaluated after the judge server is down: one vLLM server at a time keeps memory near 4 GB
         for arm, g in grpos.items():
             runs[f"{arm}-s{seed}"] = {"grpo": g, "after": evaluate_after(out / f"{arm}-s{seed}", g["model"], base,
@@ -467,6 +472,11 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
 
 
 if __name__ == "__main__":
+    import signal
+
     from thinkj.errors import exit_on_user_error
+
+    # a `kill` unwinds like Ctrl-C, so the vLLM servers this run started are stopped too
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
 
     exit_on_user_error(main)
