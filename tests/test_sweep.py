@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from thinkj.errors import ThinkJError
 from thinkj.records import RecordError, write_jsonl
 from thinkj.sweep import DONE_FILE, expand, load_spec, run_sweep
 from thinkj.sweep.spec import parse_overrides
@@ -50,6 +51,16 @@ def test_table8_grid_names_are_stable_and_overrides_narrow_it():
     # a changed shared setting changes every name (no reuse of results made with other settings)
     assert not {r.name for r in narrowed} & {r.name for r in runs}
     assert all("actor_rollout_ref.rollout.n=4" in r.commands[0] for r in narrowed)
+
+
+@pytest.mark.parametrize("override, message", [
+    ("w_str=[-0.2]", r"--set w_str=-0\.2: a reward weight must be >= 0"),
+    ("w_acc=-1", r"--set w_acc=-1: a reward weight must be >= 0"),
+])
+def test_a_negative_reward_weight_is_refused_before_any_run(override, message):
+    with pytest.raises(ThinkJError, match=message):
+        load_spec(EXPERIMENTS / "table8.yaml", parse_overrides([override]))
+    load_spec(EXPERIMENTS / "table8.yaml", parse_overrides(["w_str=[0.0, 0.3]"]))  # zero and positive pass
 
 
 def test_bad_specs_name_the_file_and_field(tmp_path):

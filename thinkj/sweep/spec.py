@@ -46,6 +46,7 @@ from typing import Any
 
 from thinkj.errors import ThinkJError
 from thinkj.records import RecordError
+from thinkj.rewards.weights import check_value
 from thinkj.yaml_strict import parse_yaml, read_yaml
 
 SPEC_KEYS = {"name", "description", "table", "table_spec", "settings", "grid", "runs", "tags", "steps", "results", "name_keys"}
@@ -357,6 +358,11 @@ def check_overrides(spec: SweepSpec, overrides: dict[str, Any]) -> None:
                 raise ThinkJError(f"--set {key}={item!r}: must be a number, like the spec's {old[0]!r}")
             if old and all(isinstance(v, bool) for v in old) and not isinstance(item, bool):
                 raise ThinkJError(f"--set {key}={item!r}: must be true or false, like the spec's {old[0]!r}")
+            if key.startswith("w_") and _is_number(item):
+                # a reward weight: the rewards' own rule (>= 0, bounded), so a bad cell fails before any launch
+                _, problem = check_value(key, item, 0.0)
+                if problem:
+                    raise ThinkJError(f"--set {key}={item!r}: a reward weight {problem}")
 
 
 # --------------------------------------------------------------------------------------------- expansion
