@@ -443,6 +443,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     get_template(args.judge_template)  # an unknown name fails here, before any server starts
     if args.steps < 1:
         raise ThinkJError(f"--steps must be at least 1, got {args.steps}")
+    if args.heldout_limit is not None and args.heldout_limit < 1:
+        raise ThinkJError(f"--heldout-limit must be at least 1, got {args.heldout_limit}")
     base = resolve_model(args.base)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
