@@ -31,7 +31,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import shutil
 import sys
 import time
@@ -41,7 +40,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # judge_reward_cpu's server and generation helpers
 
-from judge_reward_cpu import _generate, serve  # noqa: E402
+from judge_reward_cpu import _done, _finish, _generate, serve  # noqa: E402
 
 from thinkj.demo.fact_answer_check import answer_kind, states_fact  # noqa: E402
 from thinkj.demo.fact_task import Fact, facts  # noqa: E402
@@ -57,18 +56,6 @@ MAX_TOKENS = 24  # completion length in training and evaluation alike
 
 
 # ------------------------------------------------------------------------------------------------------ stages
-def _done(stage: Path) -> dict[str, Any] | None:
-    record = stage / "done.json"
-    return json.loads(record.read_text()) if record.exists() else None
-
-
-def _finish(stage: Path, record: dict[str, Any]) -> dict[str, Any]:
-    tmp = stage / "done.json.tmp"
-    tmp.write_text(json.dumps(record, indent=1))
-    os.replace(tmp, stage / "done.json")  # written last: only this file means the stage is done
-    return record
-
-
 def items_of(split: str, per_fact: int) -> list[dict[str, Any]]:
     if not 1 <= per_fact <= len(PHRASINGS):
         raise ThinkJError(f"--phrasings must be 1..{len(PHRASINGS)}, got {per_fact}")
@@ -299,6 +286,9 @@ def grpo(run: Path, arm: str, seed: int, steps: int, lr: float, base: str, url: 
 
     stage = run / "grpo"
     if (rec := _done(stage)) is not None:
+        if (rec.get("steps"), rec.get("lr")) != (steps, lr):  # a done run of other settings is not this run
+            raise SystemExit(f"error: {stage}/done.json was made with --steps {rec.get('steps')} --lr {rec.get('lr')}, "
+                             f"not --steps {steps} --lr {lr}: use another --out")
         return rec
     stage.mkdir(parents=True, exist_ok=True)
     fix_trl_availability_flags()
