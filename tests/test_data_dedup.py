@@ -104,3 +104,22 @@ def test_instructor_style_pooling_leaves_the_prompt_out(tmp_path):
     included = embed_texts(texts, None, prompt="Represent the question: ", show_progress=False)
     assert with_prompt.shape == plain.shape == (2, 384)
     assert not np.allclose(with_prompt, plain, atol=1e-4) and not np.allclose(with_prompt, included, atol=1e-4)
+
+
+def test_embedding_cache_keys_on_the_texts_not_their_number(tmp_path, monkeypatch):
+    """An input edited in place (same number of pairs, other questions) is embedded again; a truncated array with a
+    matching key is a miss, not a result."""
+    import thinkj.data.dedup as dedup_module
+
+    src, out = tmp_path / "pairs.jsonl", tmp_path / "kept.jsonl"
+    write_jsonl(src, [_pair(i, q) for i, q in enumerate(["Bake bread?", "Capital of France?", "Bake bread?"])])
+    assert run_dedup(src, out, threshold=0.9)["n_out"] == 2
+    write_jsonl(src, [_pair(i, q) for i, q in enumerate(["Bake bread?", "Capital of France?", "Poem on the sea."])])
+    assert run_dedup(src, out, threshold=0.9)["n_out"] == 3  # the old vectors would have dropped the third
+    emb = out.with_suffix(".embeddings.npy")
+    emb.write_bytes(emb.read_bytes()[:100])  # a half-written array under a valid key
+    calls = []
+    real = dedup_module.embed_texts
+    monkeypatch.setattr(dedup_module, "embed_texts", lambda *a, **k: calls.append(1) or real(*a, **k))
+    assert run_dedup(src, out, threshold=0.9)["n_out"] == 3 and calls == [1]
+    assert not list(tmp_path.glob(".*.tmp"))

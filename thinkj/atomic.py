@@ -20,7 +20,7 @@ import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager, suppress
 from pathlib import Path
-from typing import TextIO
+from typing import BinaryIO, TextIO
 
 from thinkj.errors import ThinkJError
 
@@ -57,14 +57,16 @@ def temp_path(path: str | os.PathLike) -> Path:
 
 
 @contextmanager
-def atomic_open(path: str | os.PathLike, *, encoding: str = "utf-8") -> Iterator[TextIO]:
-    """A text handle whose content replaces ``path`` when the block ends normally; if it raises, ``path`` is
-    untouched and no temp file is left. A refused write (full disk …) raises :class:`WriteError` naming ``path``."""
+def atomic_open(path: str | os.PathLike, *, encoding: str = "utf-8", binary: bool = False) -> Iterator[TextIO | BinaryIO]:
+    """A handle (text, or bytes with ``binary=True``) whose content replaces ``path`` when the block ends normally;
+    if it raises, ``path`` is untouched and no temp file is left. A refused write (full disk …) raises
+    :class:`WriteError` naming ``path``."""
     path = Path(path)
     tmp = temp_path(path)
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        with open(tmp, "x", encoding=encoding) as handle:  # "x": the umask's permissions, never another's file
+        # "x": the umask's permissions, never another's file
+        with (open(tmp, "xb") if binary else open(tmp, "x", encoding=encoding)) as handle:
             yield handle
             handle.flush()
             os.fsync(handle.fileno())  # the data is on disk before the name points at it

@@ -17,6 +17,7 @@ that reads the precomputed similarities (one vectorised update per kept row). Pe
 from __future__ import annotations
 
 import functools
+import hashlib
 import json
 import os
 from collections.abc import Sequence
@@ -25,6 +26,7 @@ from typing import Any
 
 import numpy as np
 
+from thinkj.atomic import atomic_open
 from thinkj.errors import ThinkJError
 from thinkj.progress import progress_bar
 from thinkj.records import write_json
@@ -140,6 +142,19 @@ def pair_text(pair: Any, field: str) -> str:
     raise ThinkJError(f"unknown text field {field!r}; use 'instruction' or 'instruction+responses'")
 
 
+def load_cached_embeddings(emb_path: Path, meta_path: Path, meta: dict[str, Any]) -> np.ndarray | None:
+    """The saved vectors when their key equals ``meta`` and one row per text is there; else None (embed again)."""
+    if not (emb_path.exists() and meta_path.exists()):
+        return None
+    try:
+        if json.loads(meta_path.read_text()) != meta:
+            return None
+        vectors = np.load(emb_path)
+    except (OSError, ValueError):  # an unreadable key or array is a cache miss, never a result
+        return None
+    return vectors if vectors.ndim == 2 and vectors.shape[0] == meta["n"] else None
+
+
 def run_dedup(in_path: str | os.PathLike, out_path: str | os.PathLike, *, threshold: float = 0.9,
               model: str | None = None, prompt: str | None = None, text_field: str = "instruction",
               batch_size: int = 64, device: str | None = None, embeddings_path: str | os.PathLike | None = None,
@@ -162,14 +177,17 @@ def run_dedup(in_path: str | os.PathLike, out_path: str | os.PathLike, *, thresh
     emb_path = Path(embeddings_path) if embeddings_path else out_path.with_suffix(".embeddings.npy")
     texts = [pair_text(p, text_field) for p in pairs]
     meta_path = emb_path.with_suffix(".json")
-    meta = {"model": model or "all-MiniLM-L6-v2 (bundled)", "prompt": prompt, "text_field": text_field, "n": len(texts)}
-    if emb_path.exists() and meta_path.exists() and json.loads(meta_path.read_text()) == meta:
-        vectors = np.load(emb_path)
-    else:
+    # The cache key names the texts themselves, not only their number: an edited input of the same length embeds again.
+    digest = hashlib.sha256("\x00".join(texts).encode("utf-8")).hexdigest()
+    meta = {"model": model or "all-MiniLM-L6-v2 (bundled)", "prompt": prompt, "text_field": text_field, "n": len(texts),
+            "texts_sha256": digest}
+    vectors = load_cached_embeddings(emb_path, meta_path, meta)
+    if vectors is None:
         vectors = embed_texts(texts, model, prompt=prompt, batch_size=batch_size, device=device) if texts \
             else np.zeros((0, 1), dtype=np.float32)
-        emb_path.parent.mkdir(parents=True, exist_ok=True)
-        np.save(emb_path, vectors)
+        meta_path.unlink(missing_ok=True)  # no key vouches for the vectors until they are wholly on disk
+        with atomic_open(emb_path, binary=True) as handle:
+            np.save(handle, vectors)
         write_json(meta_path, meta)
     kept = greedy_dedup(vectors, threshold, show_progress=True)
     write_jsonl(out_path, (pairs[i] for i in kept))
