@@ -28,7 +28,7 @@ demo-tiny: env
 	$(VENV)/bin/thinkj smoke --model tiny --run-dir $(TINY_RUN) --seed $(SEED)
 
 test: env
-	$(PY) -m pytest -q tests
+	$(PY) -m pytest -q --durations=25 tests
 
 lint: env
 	$(VENV)/bin/ruff check .

