@@ -30,7 +30,16 @@ for S in $SEEDS; do
   [ -f "$D/test.jsonl" ] || $PY/thinkj data task "$TASK" "$D" --train "$TRAIN" --test "$TEST" --seed "$S"
   for ARM in $ARMS; do
     R=$OUT/$TASK-s$S/$ARM
-    if [ -f "$R/thinkj_online_done.json" ]; then echo "[pcg] $TASK s$S $ARM: done, skipped"; continue; fi
+    if [ -f "$R/thinkj_online_done.json" ]; then
+      # reuse a finished arm only when it was made with this driver's budget; else refuse (a stale arm is no result)
+      made=$($PY/python -c 'import json,sys; r=json.load(open(sys.argv[1]))["run"]; print(r["steps"], r["learning_rate"], r["max_completion_length"])' "$R/thinkj_online_done.json")
+      want=$($PY/python -c 'import sys; print(int(sys.argv[1]), float(sys.argv[2]), int(sys.argv[3]))' "$STEPS" "$LR" "$MAXLEN")
+      if [ "$made" != "$want" ]; then
+        echo "error: $R was made with steps/lr/max-len $made, not $want: move it away or set OUT to another folder" >&2
+        exit 2
+      fi
+      echo "[pcg] $TASK s$S $ARM: done, skipped"; continue
+    fi
     case $ARM in
       plain) EXTRA=(--prompts-per-step 2) ;;
       consistent) EXTRA=(--twins union --weight w_con=1.0 --prompts-per-step 1) ;;
@@ -46,7 +55,9 @@ for S in $SEEDS; do
   for ARM in init $ARMS; do
     M=$([ "$ARM" = init ] && echo "$INIT" || echo "$OUT/$TASK-s$S/$ARM/model")
     E=$OUT/$TASK-s$S/eval-$ARM
-    if [ -f "$E/synthetic.results.json" ]; then echo "[pcg] $TASK s$S eval $ARM: done, skipped"; continue; fi
+    MADE=$([ "$ARM" = init ] && echo "$INIT/config.json" || echo "$OUT/$TASK-s$S/$ARM/thinkj_online_done.json")
+    # an evaluation older than the model it judged (a retrained arm) is redone, never reused
+    if [ "$E/synthetic.results.json" -nt "$MADE" ]; then echo "[pcg] $TASK s$S eval $ARM: done, skipped"; continue; fi
     echo "[pcg] $TASK s$S eval $ARM"
     $NICE $PY/thinkj eval run synthetic --model "$M" --data "$D/test.jsonl" --backend "$BACKEND" \
       --max-new-tokens "$MAXLEN" --out "$E"
