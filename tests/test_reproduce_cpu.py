@@ -6,8 +6,8 @@ evaluation of the merged model and the table. Then the ablation path (``W_STR=0.
 stage skipped with its record untouched, a new online run whose verl config carries w_str = 0.0, both runs in the
 table) and offline learning (critic SFT, critic-guided pairs, DPO + SFT term).
 
-    python -m pytest -q tests/test_reproduce_cpu.py             # ~12 min on 2 idle cores
-    python -m pytest -q tests/test_reproduce_cpu.py -m opt_in   # and the W_STR=0.0 ablation and offline runs
+    python -m pytest -q tests/test_reproduce_cpu.py             # ~15 min on 2 idle cores
+    python -m pytest -q tests/test_reproduce_cpu.py -m opt_in   # and the offline run
 """
 
 from __future__ import annotations
@@ -97,8 +97,6 @@ def test_verl_trained_merged_evaluated_and_tabled(online_run):
     assert "online (GRPO)" in table
 
 
-@pytest.mark.opt_in  # ~3 minutes more of CI time (a second verl run); weight overrides reaching verl are checked by
-# the sweep test below (Table 8 cells) and tests/test_verl_cpu_train.py (W_STR=0 through scripts/train_verl.sh)
 def test_w_str_ablation_reuses_data_and_sft_and_adds_a_run(online_run):
     run_dir = online_run["run_dir"]
     before = {name: (path.stat().st_mtime_ns, path.read_bytes()) for name, path in records(run_dir).items()}

@@ -9,7 +9,7 @@ tiny model by less than float noise, so the weight-sync check would prove nothin
 GRPO runs in ``make test``: it carries ``W_STR=0``, the checkpoint merge and ``thinkj eval run`` on the merged
 model. PPO and Reinforce++ (markers ``verl_cpu_all`` and ``opt_in``) take about as long again each (125-205 s per
 run on 2 shared cores, experiments/LOG.md); they are opt-in to keep CI within its budget now that the CPU rehearsal
-of the whole pipeline (tests/test_reproduce_cpu.py) runs verl three times.
+of the whole pipeline (tests/test_reproduce_cpu.py) runs verl four times.
 
     python -m pytest -q tests/test_verl_cpu_train.py                  # GRPO
     python -m pytest -q tests/test_verl_cpu_train.py -m opt_in        # PPO and Reinforce++
