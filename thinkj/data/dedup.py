@@ -179,8 +179,11 @@ def run_dedup(in_path: str | os.PathLike, out_path: str | os.PathLike, *, thresh
     meta_path = emb_path.with_suffix(".json")
     # The cache key names the texts themselves, not only their number: an edited input of the same length embeds again.
     digest = hashlib.sha256("\x00".join(texts).encode("utf-8")).hexdigest()
-    meta = {"model": model or "all-MiniLM-L6-v2 (bundled)", "prompt": prompt, "text_field": text_field, "n": len(texts),
-            "texts_sha256": digest}
+    from thinkj.inference.identity import model_identity
+
+    # a local encoder folder is named by its content (the shared identity helper), so a retrained one embeds again
+    meta = {"model": model_identity(model) if model else "all-MiniLM-L6-v2 (bundled)", "prompt": prompt,
+            "text_field": text_field, "n": len(texts), "texts_sha256": digest}
     vectors = load_cached_embeddings(emb_path, meta_path, meta)
     if vectors is None:
         vectors = embed_texts(texts, model, prompt=prompt, batch_size=batch_size, device=device) if texts \
