@@ -6,8 +6,8 @@
 #
 # Per seed S: data (thinkj data task, seed S), arms plain and consistent (TRL GRPO from INIT), then the held-out
 # evaluation of init, plain and consistent in both orders (greedy). A finished arm (its thinkj_online_done.json)
-# and a finished evaluation (its results JSON) are skipped on a rerun; the evaluation's own cache resumes a
-# half-finished one.
+# and a finished evaluation of the same model (its results JSON's model identity) are skipped on a rerun; the
+# evaluation's own cache resumes a half-finished one.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 : "${INIT:?INIT must name the init judge folder (the sft/judge_sft folder of a demo run)}"
@@ -56,8 +56,20 @@ for S in $SEEDS; do
     M=$([ "$ARM" = init ] && echo "$INIT" || echo "$OUT/$TASK-s$S/$ARM/model")
     E=$OUT/$TASK-s$S/eval-$ARM
     MADE=$([ "$ARM" = init ] && echo "$INIT/config.json" || echo "$OUT/$TASK-s$S/$ARM/thinkj_online_done.json")
-    # an evaluation older than the model it judged (a retrained arm) is redone, never reused
-    if [ "$E/synthetic.results.json" -nt "$MADE" ]; then echo "[pcg] $TASK s$S eval $ARM: done, skipped"; continue; fi
+    # reuse an evaluation only of this very model: its provenance's model identity (a hash of the folder's files)
+    # must match; results written before that field existed fall back to "newer than the model"
+    if [ -f "$E/synthetic.results.json" ]; then
+      same=$($PY/python - "$E/synthetic.results.json" "$M" <<'PYEOF'
+import json, sys
+from thinkj.inference.identity import model_identity
+seen = json.load(open(sys.argv[1]))["provenance"].get("model_identity")
+print("unknown" if seen is None else "yes" if seen == model_identity(sys.argv[2]) else "no")
+PYEOF
+)
+      if [ "$same" = yes ] || { [ "$same" = unknown ] && [ "$E/synthetic.results.json" -nt "$MADE" ]; }; then
+        echo "[pcg] $TASK s$S eval $ARM: done, skipped"; continue
+      fi
+    fi
     echo "[pcg] $TASK s$S eval $ARM"
     $NICE $PY/thinkj eval run synthetic --model "$M" --data "$D/test.jsonl" --backend "$BACKEND" \
       --max-new-tokens "$MAXLEN" --out "$E"

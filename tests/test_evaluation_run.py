@@ -77,6 +77,9 @@ def test_eval_run_every_benchmark_with_hf_backend(tmp_path, tiny_model_dir):
         assert document["tags"] == {"model": "tiny", "method": "base"}
         prov = document["provenance"]
         assert prov["backend"] == "hf" and prov["sampling"]["max_new_tokens"] == 8 and "transformers" in prov["versions"]
+        from thinkj.inference.identity import model_identity
+
+        assert prov["model_identity"] == model_identity(str(tiny_model_dir)) and "#dir:" in prov["model_identity"]
         assert prov["data"]["sha256"] and prov["time"] and prov["n_items"] == expected[bench] // (18 if bench == "rmbench" else 2)
         rescored = runner.invoke(app, ["score", bench, str(out / f"{bench}.judgments.jsonl")])
         assert rescored.exit_code == 0 and json.loads(rescored.stdout) == document["metrics"]
