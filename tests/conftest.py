@@ -54,6 +54,15 @@ def tiny_model_dir(tmp_path_factory) -> Path:
     return build_tiny_model(tmp_path_factory.mktemp("tiny") / "model", seed=0)
 
 
+@pytest.fixture(scope="session")
+def judge(tiny_model_dir, tmp_path_factory) -> Path:
+    """The tiny model after a short fine-tune on Think-J answers: it writes parsable verdicts (about 70 %), so a
+    reward has variance. One per session: the verl and TRL engine tests read it, none writes into it."""
+    from thinkj.tiny_model import finetune_tiny_judge
+
+    return finetune_tiny_judge(tiny_model_dir, tmp_path_factory.mktemp("judge") / "model")
+
+
 def pytest_collection_modifyitems(config, items) -> None:
     """Tests marked ``opt_in`` run only when the mark expression names them (``-m opt_in``): minutes of engine
     time each, kept out of ``make test`` so that CI stays within its budget."""

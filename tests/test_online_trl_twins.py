@@ -15,14 +15,6 @@ from thinkj.rewards.twins import consistency_terms
 from thinkj.rewards.verl import compute_score
 
 
-@pytest.fixture(scope="module")
-def judge(tiny_model_dir, tmp_path_factory) -> Path:
-    """The tiny model after a short fine-tune on Think-J answers: it writes parsable verdicts (about 70 %)."""
-    from thinkj.tiny_model import finetune_tiny_judge
-
-    return finetune_tiny_judge(tiny_model_dir, tmp_path_factory.mktemp("judge") / "model")
-
-
 @pytest.mark.slow
 def test_trl_union_twins_two_steps(judge, tmp_path):
     from typer.testing import CliRunner

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 from ray_local import SessionMemory, local_ray
-from test_verl_cpu_train import data, judge  # noqa: F401  (fixtures: the tiny judge and its verl parquet)
+from test_verl_cpu_train import data  # noqa: F401  (fixture: the verl parquet; the tiny judge is conftest's)
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -36,13 +36,6 @@ pytestmark = [pytest.mark.slow, pytest.mark.timeout(1800)]  # a judge fine-tune,
 
 
 @pytest.fixture(scope="module")
-def judge(tiny_model_dir, tmp_path_factory) -> Path:
-    from thinkj.tiny_model import finetune_tiny_judge
-
-    return finetune_tiny_judge(tiny_model_dir, tmp_path_factory.mktemp("judge") / "model")
-
-
-@pytest.fixture(scope="module")
 def data(tmp_path_factory) -> dict[str, Path]:
     from thinkj.demo.tiny_task import make_pairs
     from thinkj.export.verl import write_verl_parquet

@@ -3,7 +3,7 @@ comparison in each step, the twin reward manager's consistency term, the grpo_tw
 hook that passes the twin keys is not installed in the trainer's driver) and the position diagnostics in verl's
 own step log. Run sizes and helpers as tests/test_verl_cpu_train.py.
 
-    python -m pytest -q tests/test_verl_cpu_twins.py -m opt_in
+    python -m pytest -q tests/test_verl_cpu_twins.py
 """
 
 from __future__ import annotations
@@ -13,13 +13,11 @@ from collections import defaultdict
 from pathlib import Path
 
 import pytest
-from test_verl_cpu_train import judge, train  # noqa: F401 -- the tiny judge fixture and the CPU launcher
+from test_verl_cpu_train import train  # the CPU launcher; the tiny judge is conftest's session fixture
 
 from thinkj.rewards.twins import consistency_terms
 
-# opt-in (``-m opt_in``): its own judge fine-tune and a verl run are minutes of CI time; the twin logic is covered by
-# the hand-worked cases of tests/test_twins.py and TRL's engine path by tests/test_online_trl_twins.py
-pytestmark = [pytest.mark.slow, pytest.mark.opt_in, pytest.mark.timeout(1800)]
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(1800)]  # a verl run (the judge is shared with the other engine tests)
 
 
 @pytest.fixture(scope="module")
@@ -34,7 +32,7 @@ def twin_data(tmp_path_factory) -> dict[str, Path]:
     return {"train": out / "train.parquet", "val": out / "val.parquet"}
 
 
-def test_grpo_consistent_two_steps_on_cpu(judge, twin_data, tmp_path_factory):  # noqa: F811
+def test_grpo_consistent_two_steps_on_cpu(judge, twin_data, tmp_path_factory):
     out = tmp_path_factory.mktemp("verl_grpo_consistent") / "run"
     # 2 comparisons x 2 orders a step, 4 rollouts each: the twin manager waits for 8 per comparison
     run = train("grpo_consistent", judge, twin_data, out, "actor_rollout_ref.rollout.n=4")
