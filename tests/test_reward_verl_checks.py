@@ -9,8 +9,8 @@ import asyncio
 import math
 from pathlib import Path
 
-import numpy as np
 import pytest
+from verl_batches import reward_batch  # tests/ is on sys.path
 
 from thinkj.prompts import judge_output
 from thinkj.rewards.verl import check_reward_kwargs
@@ -39,27 +39,6 @@ def verl_config(tiny_model_dir):
     return config, AutoTokenizer.from_pretrained(tiny_model_dir)
 
 
-def batch(tok, texts, truths):
-    import torch
-    from verl import DataProto
-
-    rows = [(tok.encode("question"), tok.encode(t)) for t in texts]
-    width = max(len(r) for _, r in rows)
-    responses = torch.zeros((len(rows), width), dtype=torch.long)
-    mask = torch.zeros((len(rows), len(rows[0][0]) + width), dtype=torch.long)
-    for i, (prompt, response) in enumerate(rows):
-        responses[i, :len(response)] = torch.tensor(response)
-        mask[i, :len(prompt) + len(response)] = 1
-    prompts = torch.tensor([p for p, _ in rows])
-    return DataProto.from_dict(
-        tensors={"prompts": prompts, "responses": responses, "input_ids": torch.cat([prompts, responses], 1),
-                 "attention_mask": mask},
-        non_tensors={"data_source": np.array(["thinkj"] * len(rows), dtype=object),
-                     "reward_model": np.array([{"style": "rule", "ground_truth": g} for g in truths], dtype=object),
-                     "extra_info": np.array([{"index": i} for i in range(len(rows))], dtype=object),
-                     "uid": np.array(["u"] * len(rows), dtype=object)})
-
-
 def score_all(cfg, tok, data):
     """verl's loader builds the manager (inside the loop, as verl's reward worker does); every sample is scored."""
     from verl.trainer.ppo.reward import load_reward_manager
@@ -76,16 +55,16 @@ def test_a_typo_in_a_per_sample_weight_stops_verl_at_the_first_sample(verl_confi
     cfg = config(f"++{KW}.w_strr=0.0")  # Table 8's w_str ablation, mistyped
     assert cfg.trainer.val_before_train  # the first sample is the validation before step 1: no update is made
     with pytest.raises(RewardWeightError) as err:
-        score_all(cfg, tok, batch(tok, [judge_output("t", "a", 2)], [{"label": "a", "strength": 2}]))
+        score_all(cfg, tok, reward_batch(tok, [judge_output("t", "a", 2)], [{"label": "a", "strength": 2}]))
     assert str(err.value).startswith(f"{KW}.w_strr: reward preset 'thinkj_qwen' has no weight 'w_strr' "
                                      "(did you mean 'w_str'?)")
     with pytest.raises(RewardWeightError, match="w_strr"):  # the same check on the composed config, before a launch
         check_reward_kwargs(cfg.reward.custom_reward_function.reward_kwargs)
     with pytest.raises(RewardWeightError, match="w_str must be a finite number, got nan"):
-        score_all(config(f"++{KW}.w_str=nan"), tok, batch(tok, ["x"], ["a"]))
+        score_all(config(f"++{KW}.w_str=nan"), tok, reward_batch(tok, ["x"], ["a"]))
     good = config(f"++{KW}.w_str=0.0")
     check_reward_kwargs(good.reward.custom_reward_function.reward_kwargs)
-    [out] = score_all(good, tok, batch(tok, [judge_output("t", "a", 2)], [{"label": "a", "strength": 2}]))
+    [out] = score_all(good, tok, reward_batch(tok, [judge_output("t", "a", 2)], [{"label": "a", "strength": 2}]))
     assert out["reward_score"] == 2.0
 
 
@@ -114,12 +93,12 @@ BAD_GOLDS = [{"label": "a", "strength": float("inf")}, {"label": "a", "strength"
 def test_bad_ground_truths_through_verl_managers(verl_config):
     config, tok = verl_config
     texts = [judge_output("t", "a", 2)] * len(BAD_GOLDS)
-    outs = score_all(config(f"++{KW}.preset=thinkj_qwen"), tok, batch(tok, texts, BAD_GOLDS))
+    outs = score_all(config(f"++{KW}.preset=thinkj_qwen"), tok, reward_batch(tok, texts, BAD_GOLDS))
     assert [o["reward_extra_info"]["gold_error"] for o in outs] == [1.0] * len(BAD_GOLDS)
     assert all(math.isfinite(o["reward_score"]) for o in outs)
     assert len({tuple(o["reward_extra_info"]) for o in outs}) == 1  # the same keys: verl can stack them
     xml = "<notes>n</notes><judgement>A</judgement>"
     cfg = config(*GROUP, f"++{KW}.group_preset=xml_judge", "actor_rollout_ref.rollout.n=2")
-    outs = score_all(cfg, tok, batch(tok, [xml, xml], [{"label": "c"}, {"label": "a"}]))
+    outs = score_all(cfg, tok, reward_batch(tok, [xml, xml], [{"label": "c"}, {"label": "a"}]))
     assert [o["reward_extra_info"]["gold_error"] for o in outs] == [1.0, 0.0]
     assert outs[0]["reward_score"] == 0.0 < outs[1]["reward_score"]

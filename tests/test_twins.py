@@ -10,6 +10,7 @@ import json
 import numpy as np
 import pytest
 import torch
+from verl_batches import reward_batch  # tests/ is on sys.path
 
 from thinkj.demo.tiny_task import make_pairs
 from thinkj.errors import ThinkJError
@@ -155,25 +156,9 @@ def consistent_config(tiny_model_dir):
 
 
 def _batch(tok, texts, golds, twins, orders):
-    from verl import DataProto
-
-    rows = [(tok.encode("question"), tok.encode(t)) for t in texts]
-    width = max(len(r) for _, r in rows)
-    responses = torch.zeros((len(rows), width), dtype=torch.long)
-    mask = torch.zeros((len(rows), len(rows[0][0]) + width), dtype=torch.long)
-    for i, (prompt, response) in enumerate(rows):
-        responses[i, :len(response)] = torch.tensor(response)
-        mask[i, :len(prompt) + len(response)] = 1
-    prompts = torch.tensor([p for p, _ in rows])
-    return DataProto.from_dict(
-        tensors={"prompts": prompts, "responses": responses, "input_ids": torch.cat([prompts, responses], 1),
-                 "attention_mask": mask},
-        non_tensors={"data_source": np.array(["thinkj"] * len(rows), dtype=object),
-                     "reward_model": np.array([{"style": "rule", "ground_truth": {"label": g, "strength": 2}}
-                                               for g in golds], dtype=object),
-                     "extra_info": np.array([{"index": i, "twin": t, "order": o}
-                                             for i, (t, o) in enumerate(zip(twins, orders))], dtype=object),
-                     "uid": np.array([f"u{t}{o}" for t, o in zip(twins, orders)], dtype=object)})
+    return reward_batch(tok, texts, [{"label": g, "strength": 2} for g in golds],
+                        [{"index": i, "twin": t, "order": o} for i, (t, o) in enumerate(zip(twins, orders))],
+                        [f"u{t}{o}" for t, o in zip(twins, orders)])
 
 
 def _score(cfg, tok, data):

@@ -22,11 +22,11 @@ import math
 import os
 import subprocess
 import sys
-import threading
 import time
 from pathlib import Path
 
 import pytest
+from ray_local import SessionMemory  # tests/ is on sys.path
 
 from thinkj.rewards import get_preset
 
@@ -46,32 +46,6 @@ def data(tmp_path_factory) -> dict[str, Path]:
     return {"train": out / "train.parquet", "val": out / "val.parquet"}
 
 
-class TreeMemory(threading.Thread):
-    """Peak of the summed RSS of a process and all its descendants (Ray's workers and vLLM included)."""
-
-    def __init__(self, pid: int) -> None:
-        super().__init__(daemon=True)
-        self.pid, self.peak, self.done = pid, 0, threading.Event()
-
-    def run(self) -> None:
-        import psutil
-
-        root = psutil.Process(self.pid)
-        while not self.done.is_set():
-            try:
-                procs = [root, *root.children(recursive=True)]
-            except psutil.NoSuchProcess:
-                return
-            total = 0
-            for proc in procs:
-                try:
-                    total += proc.memory_info().rss
-                except psutil.Error:
-                    pass
-            self.peak = max(self.peak, total)
-            self.done.wait(0.5)
-
-
 def train(algo: str, judge: Path, data: dict[str, Path], out: Path, *overrides: str, **env: str) -> dict:
     """Run scripts/train_verl.sh with DEVICE=cpu; return verl's metric rows, the rollout dump and the cost."""
     run_env = {**os.environ, "DEVICE": "cpu", "ALGO": algo, "MODEL": str(judge), "DATA": str(data["train"]),
@@ -82,20 +56,19 @@ def train(algo: str, judge: Path, data: dict[str, Path], out: Path, *overrides: 
     start = time.monotonic()
     with open(out.parent / f"{out.name}.log", "w") as log:
         proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, env=run_env, cwd=ROOT)
-        memory = TreeMemory(proc.pid)
+        memory = SessionMemory([], [proc.pid])  # the launcher's process tree: Ray's workers and vLLM included
         memory.start()
         try:
             code = proc.wait(timeout=900)
         finally:
-            memory.done.set()
-            memory.join()
+            peak_gb = memory.stop()
     wall = time.monotonic() - start
     tail = (out.parent / f"{out.name}.log").read_text()[-6000:]
     assert code == 0, tail
     experiment = {"reinforce_pp": "reinforce_plus_plus"}.get(algo, algo)
     rows = [json.loads(line) for line in open(out / "logs" / "thinkj" / f"thinkj_{experiment}.jsonl")]
     samples = [json.loads(line) for path in sorted((out / "rollouts").glob("*.jsonl")) for line in open(path)]
-    cost = {"algo": algo, "wall_s": round(wall, 1), "peak_rss_gb": round(memory.peak / 2**30, 2)}
+    cost = {"algo": algo, "wall_s": round(wall, 1), "peak_rss_gb": round(peak_gb, 2)}
     print(json.dumps(cost))
     (out / "cost.json").write_text(json.dumps(cost))
     return {"rows": rows, "samples": samples, "cost": cost, "out": out}
