@@ -124,7 +124,9 @@ def _brief(name: str, summary: dict[str, Any]) -> str:
         return f"{get('name', 'tiny')} ({get('parameters', get('n_params', '?'))} parameters)"
     if name == "synthetic_data":
         split = get("split") or {}
-        extra = f", held-out facts share {split.get('shared_entities', 0)} entities" if split else ""
+        # each task reports its own train/test overlap (facts: entities; constraints: items); all must be 0
+        shared = {k.removeprefix("shared_"): v for k, v in split.items() if k.startswith("shared_")}
+        extra = ", train/test share " + ", ".join(f"{v} {k}" for k, v in shared.items()) if shared else ""
         return f"{get('task')}: {get('train')} train / {get('test')} held-out pairs{extra}"
     if name in ("difficulty", "dedup", "teacher_traces", "clip"):
         return f"kept {get('n_out')} of {get('n_in')}"
