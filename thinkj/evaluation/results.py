@@ -62,7 +62,7 @@ def _data_fingerprint(source: str | None) -> dict[str, Any]:
 def provenance(cfg: EvalConfig, source: str | None, n_items: int, scorer_kind: str | None = None) -> dict[str, Any]:
     from thinkj.inference.identity import model_identity
 
-    # the model's content fingerprint (hashes memoised by thinkj.fingerprint): a retrain into the same folder shows
+    # the model's content fingerprint (hashes memoised by thinkj.fingerprint): a retrain into the same path differs
     return {"model_path": cfg.model, "model_identity": model_identity(cfg.model),
             "template": None if cfg.backend == SCALAR_BACKEND else cfg.template,
             "backend": cfg.backend, "backend_args": dict(cfg.backend_kwargs), "scorer": scorer_kind,

