@@ -238,3 +238,18 @@ def test_eval_run_records_its_backend_args_and_keys_their_precision(tmp_path):
         assert cache.counts()["results"] == 8
     finally:
         cache.close()
+
+
+def test_a_catalog_name_keys_on_its_fetched_folder(tmp_path, monkeypatch):
+    """``--model smollm2`` is the fetched folder's files: a re-fetch of other weights is another model."""
+    from thinkj.models import model_dir
+    from thinkj.models.catalog import DONE_MARKER
+
+    monkeypatch.setenv("THINKJ_CACHE", str(tmp_path / "cache"))
+    monkeypatch.chdir(tmp_path)  # no ./smollm2 folder shadows the catalog name
+    folder = build_tiny_model(model_dir("smollm2"), seed=0)
+    (folder / DONE_MARKER).write_text("{}")
+    first = model_identity("smollm2")
+    assert first.startswith("smollm2#dir:") and first.split("#")[1] == model_identity(str(folder)).split("#")[1]
+    _retrain(folder)
+    assert model_identity("smollm2") != first

@@ -5,7 +5,8 @@ same folder. :func:`model_identity` keys a local model on its contents instead: 
 file of the folder (weights, config, tokenizer, the trainer's records) with its name; a single file (GGUF) on its
 own sha256. Sizes and modification times are not enough: ``cp -p`` of other weights over a model keeps both. The
 hashes come from :mod:`thinkj.fingerprint`, which remembers them per (path, inode, size, mtime, ctime), so a 7B
-model is read once, not at every call. A hub name keys on name + revision (the snapshot's commit when it is in
+model is read once, not at every call. A catalog name (``smollm2``) keys on its fetched folder, so a re-fetch
+from another wheel is another model. A hub name keys on name + revision (the snapshot's commit when it is in
 the local hub cache). Anything else -- a model served over HTTP -- keys on its name, as given.
 
 :func:`check_model_source` fails early, in one line, for a local-looking path that does not exist (instead of
@@ -74,7 +75,9 @@ def check_model_source(model: str, revision: str | None = None, *, what: str = "
 
 def model_identity(model: str, revision: str | None = None) -> str:
     """A string that changes whenever the model behind ``model`` changes (see the module docstring)."""
-    path = Path(model)
+    from thinkj.models import resolve_model
+
+    path = Path(resolve_model(model))  # a catalog name (smollm2) keys on its fetched folder's files
     if path.is_file():
         return f"{model}#file:{file_sha256(path)[:24]}"
     if path.is_dir():
