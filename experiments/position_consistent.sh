@@ -27,6 +27,9 @@ ARMS=${ARMS:-"plain consistent"}
 PY=${PY:-.venv/bin}
 NICE=${NICE:-nice -n 5}
 INIT_ARG=$INIT
+# vLLM as every evaluation of this experiment ran: chunked prefill on (the backend's CPU default became whole-prompt
+# prefill after the facts runs and constraints seed 0; greedy judgments must not change engine mid-experiment)
+PIN=(); [ "$BACKEND" = vllm ] && PIN=(--backend-arg enable_chunked_prefill=true)
 [ "$INIT_ARG" = demo ] || [ -f "$INIT/config.json" ] || {
   echo "error: INIT=$INIT has no config.json (not a model folder)" >&2; exit 2; }
 
@@ -83,7 +86,7 @@ PYEOF
     fi
     echo "[pcg] $TASK s$S eval $ARM"
     $NICE $PY/thinkj eval run synthetic --model "$M" --data "$D/test.jsonl" --backend "$BACKEND" \
-      --max-new-tokens "$MAXLEN" --out "$E"
+      --max-new-tokens "$MAXLEN" --out "$E" "${PIN[@]}"
   done
 done
 echo "[pcg] all done"
