@@ -145,3 +145,34 @@ def test_rl_rows_from_parquet_and_jsonl_agree(tmp_path):
     assert {r["label"] for r in from_jsonl} <= {"a", "b"}
     with pytest.raises(RecordError, match="not found"):
         load_rl_rows(tmp_path / "nope.jsonl")
+
+
+@pytest.mark.slow
+def test_a_run_that_died_saving_its_last_step_is_not_trained_further(grpo_run, tmp_path):
+    """Checkpoint at the last step, no model (the final save failed): the rerun saves that checkpoint's weights.
+
+    Resuming from it instead made transformers train one step past max_steps (experiments/LOG.md, session 5)."""
+    import shutil
+
+    import torch
+    from safetensors.torch import load_file
+
+    from thinkj.online.trl_grpo import DONE_MARKER, GRPORun, run_trl_grpo
+
+    run, summary = grpo_run
+    out = tmp_path / "out"
+    shutil.copytree(run.out_dir, out)
+    for name in ("model", DONE_MARKER, "trainer_state.json", "last_samples.jsonl"):
+        path = out / name
+        shutil.rmtree(path) if path.is_dir() else path.unlink()
+    settings = json.loads((out / "run_settings.json").read_text())
+    settings["run"]["out_dir"] = str(out)
+    (out / "run_settings.json").write_text(json.dumps(settings))
+    last = out / "checkpoints" / f"checkpoint-{run.steps}"
+    assert (last / "trainer_state.json").is_file()
+
+    again = run_trl_grpo(GRPORun(**{**summary["run"], "out_dir": str(out)}))
+    assert again["steps"] == run.steps == summary["steps"]
+    assert not (out / "checkpoints" / f"checkpoint-{run.steps + 1}").exists()
+    saved, expected = load_file(out / "model" / "model.safetensors"), load_file(last / "model.safetensors")
+    assert saved.keys() == expected.keys() and all(torch.equal(saved[k], expected[k]) for k in expected)

@@ -310,6 +310,13 @@ def _read_json(path: Path) -> dict[str, Any] | None:
     return document if isinstance(document, dict) else None
 
 
+def _last_checkpoint(ckpt_dir: Path) -> Path | None:
+    """The highest-step ``checkpoint-N`` folder that the trainer finished writing (its trainer_state.json is last)."""
+    done = [p for p in ckpt_dir.glob("checkpoint-*") if p.name.split("-")[-1].isdigit()
+            and (p / "trainer_state.json").is_file()] if ckpt_dir.is_dir() else []
+    return max(done, key=lambda p: int(p.name.split("-")[-1]), default=None)
+
+
 def _finished_with(folder: Path, settings: dict[str, Any]) -> dict[str, Any] | None:
     """The completion record of ``folder`` when it was made with exactly these settings and inputs."""
     marker = _read_json(folder / DONE_MARKER)
@@ -425,14 +432,25 @@ def run_trl_grpo(run: GRPORun, force: bool = False) -> dict[str, Any]:
     total = RecordingReward(run.preset, twins=twins, **run.weights)
     reward_funcs = [total, RewardComponent(run.preset, "acc", **run.weights),
                     RewardComponent(run.preset, "format", **run.weights)]
-    model = AutoModelForCausalLM.from_pretrained(model_path, dtype="float32" if cpu else "bfloat16")
+    last = _last_checkpoint(ckpt_dir)
+    # A run that reached its last step and died saving (disk full) resumes from a checkpoint at max_steps, and
+    # transformers 5.5 + TRL 0.24 then train one step past it (global_step 25 of 24; experiments/LOG.md, session
+    # 5): that checkpoint is the run's result, and only the final save is redone.
+    reached = last is not None and ((_read_json(last / "trainer_state.json") or {}).get("global_step", 0)
+                                    >= run.steps)
+    model = AutoModelForCausalLM.from_pretrained(last if reached else model_path,
+                                                 dtype="float32" if cpu else "bfloat16")
     if not hasattr(model, "warnings_issued"):
         model.warnings_issued = {}  # TRL 0.24 writes to this dict, which transformers 5 models no longer carry
     trainer = _trainer_class(run.twins)(model=model, reward_funcs=reward_funcs, args=config,
                                         train_dataset=Dataset.from_list(rows), processing_class=tokenizer)
     total.bind_trainer(trainer)  # pos/* diagnostics (and consistency with twins) in every step's log line
-    resume = any(ckpt_dir.glob("checkpoint-*")) if ckpt_dir.exists() else False
-    trainer.train(resume_from_checkpoint=True if resume else None)
+    if reached:
+        from transformers import TrainerState
+
+        trainer.state = TrainerState.load_from_json(str(last / "trainer_state.json"))
+    else:
+        trainer.train(resume_from_checkpoint=True if last is not None else None)
 
     trainer.save_model(str(work / "model"))
     tokenizer.save_pretrained(str(work / "model"))
