@@ -450,7 +450,8 @@ def run_trl_grpo(run: GRPORun, force: bool = False) -> dict[str, Any]:
 
         trainer.state = TrainerState.load_from_json(str(last / "trainer_state.json"))
     else:
-        trainer.train(resume_from_checkpoint=True if last is not None else None)
+        # the checkpoint found above, not the trainer's own pick (the highest number, even if half written)
+        trainer.train(resume_from_checkpoint=str(last) if last is not None else None)
 
     trainer.save_model(str(work / "model"))
     tokenizer.save_pretrained(str(work / "model"))
