@@ -28,7 +28,8 @@ PY=${PY:-.venv/bin}
 NICE=${NICE:-nice -n 5}
 INIT_ARG=$INIT
 # vLLM as every evaluation of this experiment ran: chunked prefill on (the backend's CPU default became whole-prompt
-# prefill after the facts runs and constraints seed 0; greedy judgments must not change engine mid-experiment)
+# prefill after the facts runs and constraints seed 0; greedy judgments must not change engine mid-experiment, and
+# a rerun must reproduce the LOG's numbers, so the pin stays now that the experiment is finished)
 PIN=(); [ "$BACKEND" = vllm ] && PIN=(--backend-arg enable_chunked_prefill=true)
 [ "$INIT_ARG" = demo ] || [ -f "$INIT/config.json" ] || {
   echo "error: INIT=$INIT has no config.json (not a model folder)" >&2; exit 2; }
