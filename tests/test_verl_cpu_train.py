@@ -6,13 +6,13 @@ config (configs/verl/<algo>.yaml) plus the CPU settings of thinkj/online/verl_cp
 only run sizes, a validation file, a rollout dump and a larger learning rate (Table 11's 1e-6 moves a
 tiny model by less than float noise, so the weight-sync check would prove nothing).
 
-GRPO runs in ``make test``: it carries ``W_STR=0``, the checkpoint merge and ``thinkj eval run`` on the merged
-model. PPO and Reinforce++ (markers ``verl_cpu_all`` and ``opt_in``) take about as long again each (125-205 s per
-run on 2 shared cores, experiments/LOG.md); they are opt-in to keep CI within its budget now that the CPU rehearsal
-of the whole pipeline (tests/test_reproduce_cpu.py) runs verl four times.
+All three runs here are opt-in (marker ``opt_in``; PPO and Reinforce++ also ``verl_cpu_all``), 125-205 s each on
+2 shared cores (experiments/LOG.md), to keep CI within its budget. What ``make test`` keeps of verl on the CPU:
+the consistent GRPO run of tests/test_verl_cpu_twins.py (it carries ``W_STR=0``, these checks, the checkpoint merge
+and ``thinkj eval run`` on the merged model) and the CPU rehearsal of the whole pipeline
+(tests/test_reproduce_cpu.py: plain GRPO through the same script, merge, evaluation, table, a sweep).
 
-    python -m pytest -q tests/test_verl_cpu_train.py                  # GRPO
-    python -m pytest -q tests/test_verl_cpu_train.py -m opt_in        # PPO and Reinforce++
+    python -m pytest -q tests/test_verl_cpu_train.py -m opt_in        # GRPO, PPO and Reinforce++
 """
 
 from __future__ import annotations
@@ -32,6 +32,7 @@ from thinkj.rewards import get_preset
 
 ROOT = Path(__file__).resolve().parent.parent
 DATA_SOURCE = "thinkj/pairwise_judge"
+TERMS = (("w_acc", "acc"), ("w_fmt", "format"), ("w_str", "strength"), ("w_con", "consistency"))
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(1800)]  # a judge fine-tune, a verl run, a merge, an eval
 
 
@@ -74,8 +75,9 @@ def train(algo: str, judge: Path, data: dict[str, Path], out: Path, *overrides: 
     return {"rows": rows, "samples": samples, "cost": cost, "out": out}
 
 
-def check_common(run: dict, weights: dict[str, float]) -> tuple[dict, dict]:
-    """Assertions every algorithm shares; returns the two training steps' metrics."""
+def check_common(run: dict, weights: dict[str, float], val_n: int = 1) -> tuple[dict, dict]:
+    """Assertions every algorithm shares; returns the two training steps' metrics. The score is checked as the
+    weighted sum of the terms in ``weights`` (the consistency term only where its weight is not 0)."""
     steps = {row["step"]: row["data"] for row in run["rows"] if "actor/pg_loss" in row["data"]}
     assert sorted(steps) == [1, 2]
     first, last = steps[1], steps[2]
@@ -91,51 +93,28 @@ def check_common(run: dict, weights: dict[str, float]) -> tuple[dict, dict]:
     assert last["training/rollout_probs_diff_mean"] < 1e-4
     # Think-J reward keys, as verl logs them from our compute_score (validation at the last step; verl files
     # `acc` under val-core/ and the other keys under val-aux/)
+    # (mean@n: the mean over validation's n samples a prompt)
+    terms = [(w, k) for w, k in TERMS if w in weights and (k != "consistency" or weights[w])]
     val = {}
     for row in run["rows"]:
         for key, value in row["data"].items():
             parts = key.split("/")
-            if parts[0] in ("val-core", "val-aux") and "/".join(parts[1:3]) == DATA_SOURCE and parts[-1] == "mean@1":
+            if (parts[0] in ("val-core", "val-aux") and "/".join(parts[1:3]) == DATA_SOURCE
+                    and parts[-1] == f"mean@{val_n}"):
                 val[(row["step"], parts[3])] = value
-    for key in ("score", "acc", "format", "strength"):
+    for key in ("score", *(k for _, k in terms)):
         assert (2, key) in val, sorted(val)
-    expected = sum(weights[w] * val[(2, k)] for w, k in (("w_acc", "acc"), ("w_fmt", "format"), ("w_str", "strength")))
-    assert val[(2, "score")] == pytest.approx(expected, abs=1e-6)
+    assert val[(2, "score")] == pytest.approx(sum(weights[w] * val[(2, k)] for w, k in terms), abs=1e-6)
     # and per training sample, from verl's rollout dump
-    assert len(run["samples"]) >= 8 and {"score", "acc", "format", "strength"} <= set(run["samples"][0])
+    assert len(run["samples"]) >= 8 and {"score", *(k for _, k in terms)} <= set(run["samples"][0])
     for sample in run["samples"]:
-        assert sample["score"] == pytest.approx(weights["w_acc"] * sample["acc"] + weights["w_fmt"] * sample["format"]
-                                                + weights["w_str"] * sample["strength"], abs=1e-6)
+        assert sample["score"] == pytest.approx(sum(weights[w] * sample[k] for w, k in terms), abs=1e-6)
     return first, last
 
 
-def mean_token_prob_change(model_a: Path, model_b: Path, prompt: str, response: str) -> float:
-    """Mean |p_a - p_b| of the response tokens given the prompt (how far the policy moved on a rollout)."""
-    import torch
-    from transformers import AutoModelForCausalLM, AutoTokenizer
-
-    tokenizer = AutoTokenizer.from_pretrained(model_a)
-    head = tokenizer(prompt, add_special_tokens=False)["input_ids"]
-    ids = torch.tensor([head + tokenizer(response, add_special_tokens=False)["input_ids"]])
-    probs = []
-    for path in (model_a, model_b):
-        with torch.no_grad():
-            logits = AutoModelForCausalLM.from_pretrained(path).float()(ids).logits[0, len(head) - 1:-1]
-        probs.append(torch.softmax(logits, -1).gather(-1, ids[0, len(head):, None]).squeeze(-1))
-    return (probs[0] - probs[1]).abs().mean().item()
-
-
-def test_grpo_two_steps_strength_weight_zero_merge_and_eval(judge, data, tmp_path_factory):
-    out = tmp_path_factory.mktemp("verl_grpo") / "grpo"
-    run = train("grpo", judge, data, out, W_STR="0")
-    first, last = check_common(run, {**get_preset("thinkj_qwen").defaults, "w_str": 0.0})
-    assert "actor/kl_loss" in last and "actor/reward_kl_penalty" not in last  # GRPO: KL in the loss only
-    # the override changed the reward: right verdicts with a strength term exist, yet score = acc + format
-    # (thinkj_qwen's default would add 0.2 x strength; the Reinforce++ test checks that default)
-    assert any(s["strength"] > 0 for s in run["samples"])
-    assert all(s["score"] == pytest.approx(s["acc"] + s["format"]) for s in run["samples"])
-
-    # verl's checkpoint -> Hugging Face folder -> thinkj eval run
+def merge_and_evaluate(judge: Path, run: dict, first: dict, last: dict) -> None:
+    """verl's step-2 checkpoint -> Hugging Face folder -> ``thinkj eval run``; and the policy moved."""
+    out = run["out"]
     hf = out / "hf"
     merge = subprocess.run(["bash", str(ROOT / "scripts" / "merge_verl_checkpoint.sh"),
                             str(out / "checkpoints" / "global_step_2" / "actor"), str(hf)],
@@ -157,6 +136,36 @@ def test_grpo_two_steps_strength_weight_zero_merge_and_eval(judge, data, tmp_pat
     print(json.dumps({"policy_moved": moved, "rollout_probs_diff_mean": [first["training/rollout_probs_diff_mean"],
                                                                          last["training/rollout_probs_diff_mean"]]}))
     assert sum(moved) / len(moved) > 10 * last["training/rollout_probs_diff_mean"]
+
+
+def mean_token_prob_change(model_a: Path, model_b: Path, prompt: str, response: str) -> float:
+    """Mean |p_a - p_b| of the response tokens given the prompt (how far the policy moved on a rollout)."""
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(model_a)
+    head = tokenizer(prompt, add_special_tokens=False)["input_ids"]
+    ids = torch.tensor([head + tokenizer(response, add_special_tokens=False)["input_ids"]])
+    probs = []
+    for path in (model_a, model_b):
+        with torch.no_grad():
+            logits = AutoModelForCausalLM.from_pretrained(path).float()(ids).logits[0, len(head) - 1:-1]
+        probs.append(torch.softmax(logits, -1).gather(-1, ids[0, len(head):, None]).squeeze(-1))
+    return (probs[0] - probs[1]).abs().mean().item()
+
+
+@pytest.mark.opt_in  # make test covers this through tests/test_verl_cpu_twins.py (module docstring)
+def test_grpo_two_steps_strength_weight_zero_merge_and_eval(judge, data, tmp_path_factory):
+    out = tmp_path_factory.mktemp("verl_grpo") / "grpo"
+    run = train("grpo", judge, data, out, W_STR="0")
+    first, last = check_common(run, {**get_preset("thinkj_qwen").defaults, "w_str": 0.0})
+    assert "actor/kl_loss" in last and "actor/reward_kl_penalty" not in last  # GRPO: KL in the loss only
+    # the override changed the reward: right verdicts with a strength term exist, yet score = acc + format
+    # (thinkj_qwen's default would add 0.2 x strength; the Reinforce++ test checks that default)
+    assert any(s["strength"] > 0 for s in run["samples"])
+    assert all(s["score"] == pytest.approx(s["acc"] + s["format"]) for s in run["samples"])
+
+    merge_and_evaluate(judge, run, first, last)
 
 
 @pytest.mark.verl_cpu_all

@@ -1,7 +1,9 @@
 """verl 0.9.1's real trainer on CPU with configs/verl/grpo_consistent.yaml for 2 steps: both orders of every
 comparison in each step, the twin reward manager's consistency term, the grpo_twin advantage (the run stops if the
 hook that passes the twin keys is not installed in the trainer's driver) and the position diagnostics in verl's
-own step log. Run sizes and helpers as tests/test_verl_cpu_train.py.
+own step log. It is also ``make test``'s verl run for what every algorithm shares (tests/test_verl_cpu_train.py's
+checks, whose own runs are opt-in): a weight override reaching verl's reward (``W_STR=0``), the weight sync, verl's
+checkpoint merged to a Hugging Face folder and evaluated by ``thinkj eval run``. Run sizes as that file's.
 
     python -m pytest -q tests/test_verl_cpu_twins.py
 """
@@ -13,8 +15,9 @@ from collections import defaultdict
 from pathlib import Path
 
 import pytest
-from test_verl_cpu_train import train  # the CPU launcher; the tiny judge is conftest's session fixture
+from test_verl_cpu_train import check_common, merge_and_evaluate, train  # the tiny judge: conftest's fixture
 
+from thinkj.rewards import get_preset
 from thinkj.rewards.twins import consistency_terms
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(1800)]  # a verl run (the judge is shared with the other engine tests)
@@ -35,7 +38,10 @@ def twin_data(tmp_path_factory) -> dict[str, Path]:
 def test_grpo_consistent_two_steps_on_cpu(judge, twin_data, tmp_path_factory):
     out = tmp_path_factory.mktemp("verl_grpo_consistent") / "run"
     # 2 comparisons x 2 orders a step, 4 rollouts each: the twin manager waits for 8 per comparison
-    run = train("grpo_consistent", judge, twin_data, out, "actor_rollout_ref.rollout.n=4")
+    # W_STR=0: a weight override reaches verl's reward here too (score = acc + format + consistency)
+    run = train("grpo_consistent", judge, twin_data, out, "actor_rollout_ref.rollout.n=4", W_STR="0")
+    first, last = check_common(run, {**get_preset("thinkj_qwen").defaults, "w_str": 0.0, "w_con": 1.0}, val_n=4)
+    assert any(s["strength"] > 0 for s in run["samples"])  # right verdicts with a strength term, paid 0
     steps = {row["step"]: row["data"] for row in run["rows"] if "actor/pg_loss" in row["data"]}
     assert sorted(steps) == [1, 2]
     for metrics in steps.values():
@@ -58,5 +64,5 @@ def test_grpo_consistent_two_steps_on_cpu(judge, twin_data, tmp_path_factory):
                                   [int(s["order"]) for s in group])
         for sample, term in zip(group, terms):
             assert sample["consistency"] == pytest.approx(term["consistency"])
-            assert sample["score"] == pytest.approx(sample["acc"] + sample["format"] + 0.2 * sample["strength"]
-                                                    + 1.0 * sample["consistency"], abs=1e-6)
+            assert sample["score"] == pytest.approx(sample["acc"] + sample["format"] + sample["consistency"], abs=1e-6)
+    merge_and_evaluate(judge, run, first, last)
