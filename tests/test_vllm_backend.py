@@ -69,3 +69,18 @@ def test_vllm_backend_generates_n_samples_and_judges(tmp_path, tiny_model_dir):
     assert difficulty["n_in"] == 4 and difficulty["samples"] == 12 and difficulty["cache"]["generated"] == 12
     assert difficulty["n_out"] == sum(1 for f in difficulty["failures_per_pair"].values() if f >= 1)
     assert result["precision"] is None  # dtype=auto on CPU resolved to float32, which adds nothing to cache keys
+
+
+def test_config_length_read_and_a_damaged_config_named(tmp_path):
+    from thinkj.errors import ThinkJError
+    from thinkj.inference.vllm_backend import _config_max_len
+
+    (tmp_path / "config.json").write_text(json.dumps({"max_position_embeddings": 2048,
+                                                      "rope_scaling": {"factor": 2.0}}))
+    assert _config_max_len(str(tmp_path)) == 4096
+    (tmp_path / "config.json").write_text('{"max_position_embeddings": 20')  # cut off mid-write
+    with pytest.raises(ThinkJError, match="config.json: not a readable model config"):
+        _config_max_len(str(tmp_path))
+    (tmp_path / "config.json").write_text("[]")
+    with pytest.raises(ThinkJError, match="must be a JSON object"):
+        _config_max_len(str(tmp_path))

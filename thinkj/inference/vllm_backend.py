@@ -42,7 +42,12 @@ def _config_max_len(model: str) -> int | None:
         config = cached_hub_file(model, "config.json")  # a hub id: its cached snapshot, if any
     if config is None or not config.is_file():
         return None
-    data = json.loads(config.read_text())
+    try:
+        data = json.loads(config.read_text())
+    except (json.JSONDecodeError, UnicodeDecodeError) as error:
+        raise ThinkJError(f"{config}: not a readable model config ({error}); re-fetch or re-save the model") from None
+    if not isinstance(data, dict):
+        raise ThinkJError(f"{config}: a model config must be a JSON object, not {type(data).__name__}")
     data = data.get("text_config", data)
     lengths = [v for k in _LENGTH_KEYS if isinstance(v := data.get(k), int) and v > 0]
     if not lengths:
