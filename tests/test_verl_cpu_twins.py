@@ -10,7 +10,6 @@ checkpoint merged to a Hugging Face folder and evaluated by ``thinkj eval run``.
 
 from __future__ import annotations
 
-import math
 from collections import defaultdict
 from pathlib import Path
 
@@ -42,15 +41,12 @@ def test_grpo_consistent_two_steps_on_cpu(judge, twin_data, tmp_path_factory):
     run = train("grpo_consistent", judge, twin_data, out, "actor_rollout_ref.rollout.n=4", W_STR="0")
     first, last = check_common(run, {**get_preset("thinkj_qwen").defaults, "w_str": 0.0, "w_con": 1.0}, val_n=4)
     assert any(s["strength"] > 0 for s in run["samples"])  # right verdicts with a strength term, paid 0
-    steps = {row["step"]: row["data"] for row in run["rows"] if "actor/pg_loss" in row["data"]}
-    assert sorted(steps) == [1, 2]
+    steps = {1: first, 2: last}  # finite losses and a non-zero gradient: checked by check_common
     for metrics in steps.values():
-        assert math.isfinite(metrics["actor/pg_loss"])
         # position diagnostics in verl's own step log; each step holds both orders, so half the golds are (a)
         assert metrics["pos/gold_a_share"] == 0.5
         assert 0.0 <= metrics["pos/a_share"] <= 1.0 and {"pos/acc_gold_a", "pos/acc_gold_b"} <= set(metrics)
     assert any("pos/flip_rate" in m for m in steps.values())
-    assert max(m["actor/grad_norm"] for m in steps.values()) > 0
     samples = run["samples"]
     assert len(samples) == 2 * 2 * 2 * 4  # 2 steps x 2 comparisons x 2 orders x 4 rollouts
     groups: dict[tuple[int, str], list[dict]] = defaultdict(list)

@@ -79,7 +79,7 @@ def test_config_length_read_and_a_damaged_config_named(tmp_path):
                                                       "rope_scaling": {"factor": 2.0}}))
     assert _config_max_len(str(tmp_path)) == 4096
     (tmp_path / "config.json").write_text('{"max_position_embeddings": 20')  # cut off mid-write
-    with pytest.raises(ThinkJError, match="config.json: not a readable model config"):
+    with pytest.raises(ThinkJError, match="config.json: invalid JSON"):
         _config_max_len(str(tmp_path))
     (tmp_path / "config.json").write_text("[]")
     with pytest.raises(ThinkJError, match="must be a JSON object"):

@@ -20,7 +20,6 @@ vLLM starts worker processes, so a script that builds this backend must create i
 
 from __future__ import annotations
 
-import json
 import os
 from pathlib import Path
 from typing import Any
@@ -28,6 +27,7 @@ from typing import Any
 from thinkj.errors import ThinkJError
 from thinkj.inference.base import Messages, SamplingParams
 from thinkj.inference.precision import precision_key
+from thinkj.records import read_json
 
 _CPU_STEP_TOKENS = 4096  # vLLM's own default step budget for the LLM class on CPU (engine/arg_utils.py)
 _LENGTH_KEYS = ("max_position_embeddings", "n_positions", "max_seq_len", "seq_length", "max_sequence_length")
@@ -42,10 +42,7 @@ def _config_max_len(model: str) -> int | None:
         config = cached_hub_file(model, "config.json")  # a hub id: its cached snapshot, if any
     if config is None or not config.is_file():
         return None
-    try:
-        data = json.loads(config.read_text())
-    except (json.JSONDecodeError, UnicodeDecodeError) as error:
-        raise ThinkJError(f"{config}: not a readable model config ({error}); re-fetch or re-save the model") from None
+    data = read_json(config)  # a damaged file is an error naming it, not a JSON traceback
     if not isinstance(data, dict):
         raise ThinkJError(f"{config}: a model config must be a JSON object, not {type(data).__name__}")
     data = data.get("text_config", data)
