@@ -103,9 +103,10 @@ def test_trl_adapters_record_bad_rows_and_log_their_share():
 
 @pytest.mark.parametrize("name", sorted(GROUP_REWARDS))
 def test_group_rewards_record_bad_rows(name):
-    if name in ("grm_listwise", "thinkj_round_robin"):
-        pytest.skip("reads no ground truth (and needs a judge server)")
     reward = get_group_reward(name)
+    if name in ("grm_listwise", "thinkj_round_robin"):  # judged by a served model: they read no ground truth
+        _reads_no_ground_truth(reward)
+        return
     preset = "multi_objective" if name == "multi_objective" else "xml_judge"
     bad = list(bad_ground_truths(preset).values())
     text = TEXTS[preset]
@@ -117,3 +118,31 @@ def test_group_rewards_record_bad_rows(name):
     assert all(r["gold_error"] == 1.0 and finite(r) for r in out)
     trl = TRLGroupReward(name)(prompts=["p"] * len(bad), completions=[text] * len(bad), ground_truth=bad)
     assert all(math.isfinite(s) for s in trl)
+
+
+def _reads_no_ground_truth(reward) -> None:
+    """Every bad ground truth (and one that raises when read) gives the rows the same keys and values as no ground
+    truth at all: no ``gold_error``, nothing misread. The judge is a dead port on 127.0.0.1 with the failure stop off,
+    so each row is the reward's scored-as-failed record (a real call path, no judge server needed). Before this
+    check the two rewards were skipped here; break ``round_robin_group`` to read ``ground_truths[i]["label"]`` and
+    this fails."""
+    import socket
+
+    class Unreadable(dict):
+        def __getitem__(self, key):
+            raise AssertionError(f"the ground truth was read ({key!r})")
+
+        get = __getitem__
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        dead = f"http://127.0.0.1:{s.getsockname()[1]}/v1"
+    kw = {"base_url": dead, "retries": 0, "max_failure_rate": 1.0}
+    bad = [*bad_ground_truths("xml_judge").values(), Unreadable(label="a")]
+    texts = ["good", "bad"]
+    baseline = reward.score("Q", texts, [None, None], **kw)
+    assert baseline and "gold_error" not in baseline[0]
+    for gt in bad:
+        out = reward.score("Q", texts, [gt, gt], **kw)
+        assert [sorted(r) for r in out] == [sorted(r) for r in baseline] and all(finite(r) for r in out)
+        assert [r["score"] for r in out] == [r["score"] for r in baseline]
