@@ -141,7 +141,7 @@ def test_cpu_bf16_only_when_asked_and_supported(tmp_path):
 
 
 def test_gpu_plan_builds_the_torchrun_command(tmp_path, monkeypatch):
-    for key, value in {"NNODES": "2", "NODE_RANK": "1", "MASTER_ADDR": "10.0.0.1", "MASTER_PORT": "29500",
+    for key, value in {"LF_NNODES": "2", "NODE_RANK": "1", "MASTER_ADDR": "10.0.0.1", "MASTER_PORT": "29500",
                        "NPROC_PER_NODE": "8"}.items():
         monkeypatch.setenv(key, value)
     plan = plan_stage("dpo", "dpo", profile="qwen2.5-7b-instruct", run_dir=tmp_path, device="gpu",
@@ -153,11 +153,31 @@ def test_gpu_plan_builds_the_torchrun_command(tmp_path, monkeypatch):
     flags = dict(zip(plan.command[1:-3:2], plan.command[2:-3:2]))
     assert flags == {"--nnodes": "2", "--node_rank": "1", "--nproc_per_node": "8", "--master_addr": "10.0.0.1",
                      "--master_port": "29500"}
-    assert plan.env["NNODES"] == "2" and plan.env["MASTER_ADDR"] == "10.0.0.1"
+    assert plan.env["LF_NNODES"] == "2" and plan.env["MASTER_ADDR"] == "10.0.0.1"
     assert plan.config["bf16"] and plan.config["deepspeed"].endswith("configs/deepspeed/ds_z2_config.json")
     assert "NODE_RANK=1" in plan.shell()
     with pytest.raises(ConfigError, match="not a multiple"):
         plan_stage("dpo", "dpo", profile="qwen2.5-7b-instruct", run_dir=tmp_path, device="gpu", global_batch_size=20)
+
+
+def test_pipeline_nnodes_is_not_the_llamafactory_node_count(tmp_path, monkeypatch):
+    """NNODES is the pipeline's verl setting: `NNODES=2 bash scripts/reproduce_qwen2.5-7b.sh` must not start the
+    judge SFT as a 2-node torchrun waiting for a node that never joins (issue 38, fault 3). Fails on the launcher
+    that read NNODES (its command said --nnodes 2 --master_addr 127.0.0.1)."""
+    for key in ("LF_NNODES", "MASTER_ADDR", "NODE_RANK"):
+        monkeypatch.delenv(key, raising=False)
+    monkeypatch.setenv("NNODES", "2")
+    monkeypatch.setenv("NPROC_PER_NODE", "8")
+    plan = plan_stage("sft", "judge_sft", profile="qwen2.5-7b-instruct", run_dir=tmp_path, device="gpu")
+    flags = dict(zip(plan.command[1:-3:2], plan.command[2:-3:2]))
+    assert flags["--nnodes"] == "1" and plan.world_size == 8
+    # several LlamaFactory nodes are asked for by their own name, and only with node 0's address
+    monkeypatch.setenv("LF_NNODES", "2")
+    with pytest.raises(ConfigError, match="LF_NNODES=2: a multi-node LlamaFactory stage needs MASTER_ADDR"):
+        plan_stage("sft", "judge_sft", profile="qwen2.5-7b-instruct", run_dir=tmp_path, device="gpu")
+    monkeypatch.setenv("LF_NNODES", "two")
+    with pytest.raises(ConfigError, match="LF_NNODES='two': must be a whole number"):
+        plan_stage("sft", "judge_sft", profile="qwen2.5-7b-instruct", run_dir=tmp_path, device="gpu")
 
 
 def test_stage_kind_must_match(tmp_path):

@@ -10,8 +10,10 @@ replaced only when the new run has finished beside it in ``<name>.next`` (:mod:`
 interrupted run resumes from its last checkpoint (LlamaFactory does that by itself when ``output_dir`` holds
 ``checkpoint-*`` folders) -- only if it was started with the same config (``thinkj_train_started.json``).
 
-Multi-node runs read the usual torchrun variables: ``NNODES``, ``NODE_RANK``, ``MASTER_ADDR``,
-``MASTER_PORT``, ``NPROC_PER_NODE`` (default: the GPUs visible on this node).
+Multi-node runs read torchrun's variables, the node count under its own name: ``LF_NNODES`` (default 1),
+``NODE_RANK``, ``MASTER_ADDR``, ``MASTER_PORT``, ``NPROC_PER_NODE`` (default: the GPUs visible on this node).
+``NNODES`` is not read: it is the pipeline's verl setting (``scripts/reproduce_*.sh``), and a judge SFT started
+with it would wait for nodes that never join. ``LF_NNODES`` above 1 needs ``MASTER_ADDR`` (node 0's address).
 """
 
 from __future__ import annotations
@@ -42,7 +44,8 @@ DONE_FILE = "thinkj_train.json"
 STARTED_FILE = "thinkj_train_started.json"  # what the run in this folder was started with (its checkpoints' config)
 CONFIG_FILE = "train_config.yaml"
 # Distributed settings read from the environment (same names as llamafactory-cli's torchrun launcher).
-DIST_ENV = ("NNODES", "NODE_RANK", "MASTER_ADDR", "MASTER_PORT", "NPROC_PER_NODE")
+# The node count has a name of its own, LF_NNODES (NNODES is the pipeline's verl setting); torchrun gets it as --nnodes.
+DIST_ENV = ("LF_NNODES", "NODE_RANK", "MASTER_ADDR", "MASTER_PORT", "NPROC_PER_NODE")
 
 
 @dataclass
@@ -77,6 +80,17 @@ def _gpus_per_node() -> int:
     return max(torch.cuda.device_count(), 1)
 
 
+def _lf_nodes() -> int:
+    """Nodes of a LlamaFactory stage: ``LF_NNODES`` (default 1); more than one needs ``MASTER_ADDR``."""
+    value = os.environ.get("LF_NNODES") or "1"
+    if not value.isdigit() or int(value) < 1:
+        raise ConfigError(f"LF_NNODES={value!r}: must be a whole number >= 1 (nodes of a LlamaFactory stage)")
+    if int(value) > 1 and not os.environ.get("MASTER_ADDR"):
+        raise ConfigError(f"LF_NNODES={value}: a multi-node LlamaFactory stage needs MASTER_ADDR (node 0's address; "
+                          "torchrun would wait for nodes that never join): set MASTER_ADDR and NODE_RANK on every node")
+    return int(value)
+
+
 def plan_stage(kind: str, stage_config: str | os.PathLike, *, profile: str | None = None,
                overrides: Iterable[str] | dict[str, Any] = (), run_dir: str | os.PathLike = "runs/default",
                name: str | None = None, device: str | None = None, global_batch_size: int | None = None,
@@ -96,11 +110,13 @@ def plan_stage(kind: str, stage_config: str | os.PathLike, *, profile: str | Non
     output_dir = Path(run_dir) / stage_name
     config["output_dir"] = str(output_dir.resolve())
     device = device or detect_device()
+    nodes = 1
     if device == "cpu":
         config = for_cpu(config, bf16=cpu_bf16)
         world_size = 1
     else:
-        world_size = int(os.environ.get("NNODES", "1")) * _gpus_per_node()
+        nodes = _lf_nodes()
+        world_size = nodes * _gpus_per_node()
     if global_batch_size is not None:
         config = set_global_batch(config, global_batch_size, world_size)
     if device == "cpu":
@@ -109,7 +125,8 @@ def plan_stage(kind: str, stage_config: str | os.PathLike, *, profile: str | Non
     env.setdefault("NPROC_PER_NODE", str(_gpus_per_node()))
     # torchrun on our wrapper rather than `llamafactory-cli train`: the wrapper applies the TRL import fix in every
     # worker (thinkj/train/lf_launcher.py), then calls LlamaFactory's run_exp exactly as llamafactory-cli does.
-    command = [_torchrun(), "--nnodes", env.get("NNODES", "1"), "--node_rank", env.get("NODE_RANK", "0"),
+    env["LF_NNODES"] = str(nodes)
+    command = [_torchrun(), "--nnodes", env["LF_NNODES"], "--node_rank", env.get("NODE_RANK", "0"),
                "--nproc_per_node", env["NPROC_PER_NODE"], "--master_addr", env.get("MASTER_ADDR", "127.0.0.1"),
                "--master_port", env.get("MASTER_PORT", "29500"), "-m", "thinkj.train.lf_launcher",
                str((output_dir / CONFIG_FILE).resolve())]
