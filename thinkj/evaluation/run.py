@@ -56,6 +56,8 @@ def judge_records(backend: InferenceBackend, pairs: list[PreferencePair], cfg: E
             records += judge_both_orders(cached, chunk, cfg.template, cfg.params, strict=False, fields=fields,
                                          budget=budget)
             advance(len(chunk))
+    # what a rerun reused: a run served wholly from the cache says "0 generated" (and loaded no model)
+    print(f"{cfg.benchmark}: {cached.hits} answers from the cache, {cached.misses} generated", file=sys.stderr)
     return records
 
 
