@@ -13,7 +13,9 @@ from __future__ import annotations
 import json
 import math
 import os
+import re
 import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -55,6 +57,13 @@ def session_processes(sessions: list[int]) -> list[int]:
     return alive
 
 
+def preflight(cluster, nnodes: int, gpus: int) -> subprocess.CompletedProcess:
+    """``python -m thinkj.online.ray_cluster`` (the check a verl launch makes first) against ``cluster``."""
+    return subprocess.run([sys.executable, "-m", "thinkj.online.ray_cluster", "--address", cluster.gcs, "--nnodes",
+                           str(nnodes), "--gpus-per-node", str(gpus)], env=cluster.env, capture_output=True,
+                          text=True, timeout=120, cwd=ROOT)
+
+
 def test_head_worker_status_and_stop_on_loopback(tmp_path):
     # Ray turns a head to token auth by itself when ~/.ray/auth_token exists, and then plain clients are refused
     # (InvalidAuthToken): give Ray a home that holds a token, so the trap is there on every machine
@@ -70,6 +79,18 @@ def test_head_worker_status_and_stop_on_loopback(tmp_path):
         direct = subprocess.run(["ray", "status", "--address", cluster.gcs], env=plain, capture_output=True,
                                 text=True, timeout=60)
         assert direct.returncode == 0 and active_nodes(direct.stdout) == 2, direct.stderr[-2000:]
+        # the launch's check before anything starts (thinkj.online.ray_cluster): 2 nodes of 1 GPU are there,
+        # 3 nodes or 2 GPUs per node are refused in one line
+        assert preflight(cluster, 2, 1).returncode == 0
+        for nnodes, gpus, why in ((3, 1, "has 2 live node(s) with 1 or more GPUs"),
+                                  (2, 2, "has 0 live node(s) with 2 or more GPUs")):
+            refused = preflight(cluster, nnodes, gpus)
+            lines = refused.stderr.strip().splitlines()
+            # a node is named by the address Ray records for it (the machine's, on loopback too)
+            assert refused.returncode == 2 and len(lines) == 1 and re.fullmatch(
+                rf"error: the Ray cluster at {cluster.gcs} {re.escape(why)} \(nodes: (\S+): 1 GPU, \1: 1 GPU\) "
+                rf"and the run asks for {nnodes} node\(s\) x {gpus} GPU\(s\): start the missing node\(s\) "
+                r"\(scripts/ray_cluster.sh worker\) or lower NNODES / GPUS_PER_NODE", lines[0]), refused.stderr
         head, worker = cluster.sessions
         assert session_processes([head]) and session_processes([worker])
         # stop is per node: the worker's stop ends its session and leaves the head serving
@@ -78,6 +99,7 @@ def test_head_worker_status_and_stop_on_loopback(tmp_path):
         assert not session_processes([worker]) and session_processes([head])
         alone = status_with(cluster, 1)
         assert alone.returncode == 0 and active_nodes(alone.stdout) == 1, alone.stdout + alone.stderr
+        assert "has 1 live node(s)" in preflight(cluster, 2, 1).stderr  # the worker that left is not counted
         sessions = cluster.sessions
     assert not session_processes(sessions)  # leaving the block stopped the head too
 

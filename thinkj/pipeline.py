@@ -181,7 +181,8 @@ def settings(env: Mapping[str, str] | None = None) -> dict[str, str]:
     """Resolve every setting from the environment (empty or unset -> the default); a misspelt one is an error."""
     env = os.environ if env is None else env
     check_names(env)
-    values = {k: (env.get(k) or d) for k, (d, _) in DEFAULTS.items()}
+    # surrounding spaces are no part of a value: W_STR=' 0.5' would otherwise name the run's folder and tags with one
+    values = {k: ((env.get(k) or "").strip() or d) for k, (d, _) in DEFAULTS.items()}
     seeded = f"_seed{values['SEED']}" if values["SEED"] else ""
     values["RUN_DIR"] = values["RUN_DIR"] or f"runs/{values['MODEL_PROFILE']}{seeded}"
     return values
@@ -248,6 +249,10 @@ def validate(s: dict[str, str]) -> None:
         _one_of("BENCHMARKS", bench, list(BENCHMARKS))
     if not s["TABLES"].split():
         raise ThinkJError("TABLES='': name at least one table")
+    for name in ("BENCHMARKS", "TABLES"):  # a name given twice would plan its stage twice
+        twice = sorted({x for x in s[name].split() if s[name].split().count(x) > 1})
+        if twice:
+            raise ThinkJError(f"{name}={s[name]!r}: {', '.join(twice)} named more than once")
     for table in s["TABLES"].split():
         if table not in SPECS or table in PAPER_ONLY:
             raise ThinkJError(f"TABLES={s['TABLES']!r}: no table {table!r} to render from results; "
@@ -551,6 +556,11 @@ def run_pipeline(s: dict[str, str], out=sys.stdout) -> list[str]:
         # Checked now, not hours later when the difficulty filter is done and the traces stage starts.
         raise ThinkJError(f"TEACHER_KEY_ENV={key}: the variable {key} holding the teacher's API key is not set "
                           "(the traces stage needs it; any value for a local teacher that takes none)")
+    if not dry and any(st.name == "online" and not is_done(st) for st in stages):
+        # now, not after the data stages: a missing node or no cluster at all is found in seconds
+        from thinkj.online.ray_cluster import preflight
+
+        print(f"# {preflight(int(s['NNODES']), int(s['GPUS_PER_NODE']), s['DEVICE'])}", file=out, flush=True)
     by_name = {stage.name: stage for stage in stages}
 
     def announce(step: stage_runner.Step, event: str) -> None:

@@ -28,7 +28,7 @@ from pathlib import Path
 
 from thinkj.errors import ThinkJError, exit_on_user_error
 from thinkj.models.catalog import resolve_model
-from thinkj.online import verl_cpu
+from thinkj.online import ray_cluster, verl_cpu, verl_gpu
 from thinkj.paths import PROJECT_ROOT, cache_root
 from thinkj.records import write_json
 from thinkj.rewards import get_preset
@@ -73,6 +73,7 @@ class VerlLaunch:
     device: str = "gpu"  # gpu | cpu (verl_cpu: the real trainer on the host CPU, tiny models only)
     allow_think_tokens: bool = False  # launch even if <think> would be hidden from the reward (think_check)
     seed: int | None = None  # None: verl's own seeds (SEED_KEYS)
+    allow_val_on_train: bool = False  # validate on the training parquet (the curve is then training-set accuracy)
 
 
 def check_override(override: str) -> None:
@@ -122,8 +123,11 @@ def build_command(spec: VerlLaunch) -> tuple[list[str], dict[str, str]]:
     experiment = spec.experiment_name or f"thinkj_{ALGOS[spec.algo]}"
     kwargs = "reward.custom_reward_function.reward_kwargs"
     # a catalog name (``smollm2``) means its converted folder in the cache, as for every other engine
+    val_overrides = validation_plan(spec)
     model, train, val = resolve_model(spec.model), spec.train_files, spec.val_files or spec.train_files
-    if on_cpu:  # one machine: local paths made absolute (a cluster job keeps them as given, for its own nodes)
+    if on_cpu or cluster:
+        # Ray workers do not share our working directory (on a cluster they run on other nodes, from the job's copy
+        # of the checkout): a path that exists here is made absolute; one only the cluster's nodes see stays as given
         model, train, val = (_local(p) for p in (model, train, val))
     argv = [spec.python, "-m", "verl.trainer.main_ppo", "--config-path", str(config_dir), "--config-name", ALGOS[spec.algo],
             f"actor_rollout_ref.model.path={hydra_value(model)}",
@@ -137,6 +141,9 @@ def build_command(spec: VerlLaunch) -> tuple[list[str], dict[str, str]]:
             # Hydra's own run folder (config + log), inside the output folder instead of ./outputs
             f"hydra.run.dir={hydra_value(out / 'hydra')}",
             *(verl_cpu.cpu_overrides(spec.algo, nnodes, gpus_per_node, cluster=cluster) if on_cpu else []),
+            *([] if on_cpu else verl_gpu.attention_overrides(verl_gpu.attention_choice()[0], critic=spec.algo == "ppo",
+                                                             user_overrides=spec.overrides)),
+            *val_overrides,
             *(seed_overrides(spec.seed) if spec.seed is not None else []),
             *spec.overrides]
     # verl's file logger writes <root>/<project>/<experiment>.jsonl; tensorboard goes to TENSORBOARD_DIR
@@ -146,8 +153,46 @@ def build_command(spec: VerlLaunch) -> tuple[list[str], dict[str, str]]:
         env.update(verl_cpu.cpu_environment(cache_root() / "verl_cpu"))
     if cluster:
         at = len(argv) - len(spec.overrides)  # before the user's overrides, which stay last
-        argv[at:at] = runtime_env_overrides(env)
+        argv[at:at] = [*runtime_env_overrides(env), *ray_cluster.runtime_env_overrides()]
     return argv, env
+
+
+# verl's switches that run validation (trainer.test_freq > 0: every so many steps and after the last one)
+VALIDATION_KEYS = ("trainer.test_freq", "trainer.val_before_train")
+VALIDATION_OFF = ["trainer.test_freq=-1", "trainer.val_before_train=False"]
+
+
+def validation_plan(spec: VerlLaunch) -> list[str]:
+    """Overrides that keep verl from validating on the training data.
+
+    verl needs ``data.val_files`` either way (it builds the dataset at start); given no ``--val-data`` it gets the
+    training parquet and validation is switched off, since a curve on the data being trained on measures
+    memorisation, not the judge (a held-out parquet: ``thinkj data verl-parquet HELDOUT.jsonl val.parquet --split
+    val``). ``--val-data`` naming the training file itself, or overrides that switch validation back on without a
+    held-out file, are refused unless ``allow_val_on_train``.
+    """
+    same = spec.val_files is None or _same_file(spec.val_files, spec.train_files)
+    if not same or spec.allow_val_on_train:
+        return []
+    if spec.val_files is not None:
+        raise LaunchError(f"--val-data {spec.val_files} is the training data (--data): the validation curve would be "
+                          "training-set accuracy; pass a held-out parquet (thinkj data verl-parquet HELDOUT.jsonl "
+                          "val.parquet --split val), or --allow-val-on-train to validate on it anyway")
+    for override in spec.overrides:
+        key, _, value = override.lstrip("+~").partition("=")
+        if key in VALIDATION_KEYS and value.strip().lower() not in ("-1", "0", "false"):
+            raise LaunchError(f"override {override!r} turns validation on, but no --val-data was given (it would run "
+                              "on the training data): pass a held-out parquet with --val-data, or --allow-val-on-train")
+    return VALIDATION_OFF
+
+
+def _same_file(a: str, b: str) -> bool:
+    if _is_remote(a) or _is_remote(b):
+        return a == b
+    try:
+        return Path(a).samefile(b)
+    except OSError:  # one does not exist (yet, or on this machine): compare the paths
+        return Path(a).resolve() == Path(b).resolve()
 
 
 def runtime_env_overrides(env: dict[str, str]) -> list[str]:
@@ -209,11 +254,24 @@ def gpu_available() -> bool:
 
 
 def run(spec: VerlLaunch, dry_run: bool = False) -> int:
-    """Print the command; unless ``dry_run``, run it (refuses on a machine without GPUs and no Ray cluster)."""
+    """Print the command; unless ``dry_run``, run it (refuses on a machine without GPUs and no Ray cluster).
+
+    A dry run checks the data files as the real run does before its first step (:func:`check_inputs`: they exist,
+    read as parquet, and every row is one the reward can score), so a bad file fails here, not on the cluster."""
     argv, env = build_command(spec)
+    if dry_run:
+        check_inputs(spec)
     print(shell_line(argv, env), flush=True)
+    if spec.device == "gpu":
+        implementation, why = verl_gpu.attention_choice()
+        print(f"verl attention: {implementation} ({why})", file=sys.stderr, flush=True)
+    if spec.val_files is None and not spec.allow_val_on_train:
+        print("verl validation: off (no --val-data; validating on the training data would only show training-set "
+              "accuracy)", file=sys.stderr, flush=True)
     if dry_run:
         return 0
+    # before anything launches: verl would wait for ever on nodes or GPUs the cluster does not have
+    summary = ray_cluster.preflight(*world_shape(spec), spec.device)
     if not spec.allow_think_tokens:
         from thinkj.online.think_check import think_problems, think_trap_message
 
@@ -221,10 +279,11 @@ def run(spec: VerlLaunch, dry_run: bool = False) -> int:
         problems = think_problems(model)
         if problems:
             raise LaunchError(think_trap_message(model, problems))
-    if spec.device == "gpu" and not os.environ.get("RAY_ADDRESS") and not gpu_available():
+    if spec.device == "gpu" and not ray_cluster.cluster_address() and not gpu_available():
         raise LaunchError("this machine has no GPU and no Ray cluster (RAY_ADDRESS): run verl's trainer on the CPU "
                           "with --device cpu (DEVICE=cpu for scripts/train_verl.sh; tiny models, for checking), "
                           "or use --dry-run to print the GPU command")
+    print(summary, flush=True)
     check_inputs(spec)
     record = launch_record(spec)
     check_resumable(spec, record)
@@ -255,23 +314,24 @@ def check_inputs(spec: VerlLaunch) -> None:
 
 
 def check_rl_parquet(option: str, path: str, *, twins: bool, balance: bool = True) -> None:
-    """Warn when the gold position is off balance (``thinkj.rewards.twins.gold_balance``); with ``twins``, refuse a
-    file whose rows 2k and 2k+1 are not the two orders of one comparison (``extra_info.twin`` / ``order``)."""
-    import pyarrow.parquet as pq
-
+    """Every row is one the reward can score (``thinkj.export.verl.check_rl_row``; a file that is no readable parquet
+    is named in one line); warn when the gold position is off balance (``thinkj.rewards.twins.gold_balance``); with
+    ``twins``, refuse a file whose rows 2k and 2k+1 are not the two orders of one comparison (``extra_info.twin`` /
+    ``order``)."""
+    from thinkj.export.verl import check_rl_row
+    from thinkj.records import read_parquet_rows
     from thinkj.rewards.twins import gold_balance
 
-    try:
-        table = pq.read_table(path, columns=["reward_model", "extra_info"]).to_pylist()
-    except Exception as err:  # not a parquet, or no such columns: verl would fail on it too
-        raise LaunchError(f"{option} {path}: cannot read reward_model and extra_info ({' '.join(str(err).split())[:160]})"
-                          ) from None
-    labels = [((row.get("reward_model") or {}).get("ground_truth") or {}).get("label") for row in table]
+    labels, infos = [], []
+    for line, row in read_parquet_rows(path, ["prompt", "reward_model", *(["extra_info"] if twins else [])]):
+        labels.append(check_rl_row(row, path=path, line=line)[1])
+        infos.append(row.get("extra_info") or {})
+    if not labels:
+        raise LaunchError(f"{option} {path}: holds no rows")
     if balance:
         gold_balance(labels, where=f"{option} {path}")
     if not twins:
         return
-    infos = [row.get("extra_info") or {} for row in table]
     for i in range(0, len(infos), 2):
         first, second = infos[i], infos[i + 1] if i + 1 < len(infos) else {}
         if (not first.get("twin") or first.get("twin") != second.get("twin")
@@ -354,7 +414,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--model", required=True, help="HF model dir or hub id (the SFT-initialised judge)")
     parser.add_argument("--data", required=True, help="verl parquet (thinkj.export.verl)")
     parser.add_argument("--val-data", default=None,
-                        help="validation parquet (default: --data, so the accuracy curve is training-set accuracy)")
+                        help="held-out validation parquet (default: none, and validation off)")
+    parser.add_argument("--allow-val-on-train", action="store_true",
+                        help="validate on the training parquet (the curve is then training-set accuracy)")
     parser.add_argument("--out", default="runs/default/online_verl", help="checkpoints and metric logs go here")
     parser.add_argument("--preset", default="thinkj_qwen", help="reward preset (thinkj rewards lists them)")
     parser.add_argument("--weight", action="append",
@@ -377,7 +439,8 @@ def main(argv: list[str] | None = None) -> int:
                       preset=args.preset, weights=parse_weights(args.weight), nnodes=args.nnodes,
                       gpus_per_node=args.gpus_per_node, experiment_name=args.experiment_name,
                       overrides=list(args.overrides), config_dir=args.config_dir, device=args.device,
-                      allow_think_tokens=args.allow_think_tokens, seed=args.seed)
+                      allow_think_tokens=args.allow_think_tokens, seed=args.seed,
+                      allow_val_on_train=args.allow_val_on_train)
     try:
         return run(spec, dry_run=args.dry_run)
     except ThinkJError as err:  # a LaunchError, or a bad input found before launching
