@@ -97,7 +97,7 @@ def test_stages_end_to_end(tmp_path, tiny_model_dir):
     (tmp_path / "dedup").mkdir()
     (tmp_path / "dedup" / "kept.summary.json").write_text(json.dumps({"stage": "dedup", "n_in": 80, "n_out": 50}))
     counts = [ours for _, ours, _ in table1_counts(tmp_path)]
-    assert counts == [500, 80, 50, summary["n_out"], clip["n_out"]]
+    assert counts == [500, 80, 50, None, summary["n_out"], clip["n_out"]]  # None: no decontamination stage here
     markdown = render_table1(tmp_path)
     assert f"| - filtered by accuracy | {summary['n_out']} | 707 |" in markdown and "paper" in markdown.splitlines()[0]
     result = CliRunner().invoke(app, ["table1", str(tmp_path), "--initial", "10000"])

@@ -4,6 +4,9 @@
         --base-url https://api.deepseek.com/v1 --api-key-env DEEPSEEK_API_KEY
     thinkj data clip runs/ds/traces/traces.jsonl runs/ds/clip/clipped.jsonl --tokenizer Qwen/Qwen2.5-7B-Instruct
     thinkj data seed-set runs/ds/clip/clipped.jsonl runs/ds/seed_set
+    thinkj data decontaminate runs/ds/dedup/kept.jsonl runs/ds/decontaminate/kept.jsonl --against rewardbench \
+        --against autoj=../shared/data/auto-j/testdata_pairwise.jsonl
+    thinkj data overlap train.jsonl --against rmbench=../shared/data/rm-bench   # rows x benchmarks, changes nothing
     thinkj data table1 runs/ds
     thinkj data teacher-serve --port 8011   # scripted stand-in for R1 (synthetic task only)
     thinkj data task facts runs/cpu/task --train 64 --test 30 --seed 0   # a generated judging task's pairs
@@ -90,6 +93,51 @@ def table1_cmd(
     from thinkj.data.table1 import render_table1
 
     typer.echo(render_table1(run_dir, initial=initial))
+
+
+AGAINST_HELP = ("a benchmark of the evaluation registry, NAME or NAME=DATA (a local file/folder read as `thinkj eval run "
+                "--data` reads it; NAME alone: its hub set); repeatable")
+ENCODER_HELP = ("embedding rule's encoder, the dedup stage's --model names (minilm = the bundled all-MiniLM-L6-v2, "
+                "hkunlp/instructor-large, ...); none = rule off")
+THRESHOLD_HELP = "cosine similarity at or above which the embedding rule matches [0.95]"
+
+
+@app.command("decontaminate")
+def decontaminate_cmd(
+    pairs: Path = typer.Argument(..., help="PreferencePair JSONL (after dedup)"),
+    out: Path = typer.Argument(..., help="the kept pairs (JSONL); the report and summary are written beside it"),
+    against: list[str] = typer.Option(..., help=AGAINST_HELP),
+    report_only: bool = typer.Option(False, help="report the matches, keep every row"),
+    encoder: str = typer.Option(None, help=ENCODER_HELP + " [minilm]"),
+    threshold: float = typer.Option(None, help=THRESHOLD_HELP),
+    report: Path = typer.Option(None, help="one JSON line per match [OUT with .contamination.jsonl]"),
+) -> None:
+    """Drop the pairs whose prompt or responses hold a benchmark item's prompt (exact, 13-gram, embedding rules);
+    docs/data_selection.md has the rules and their sources."""
+    import json
+
+    from thinkj.data.decontaminate import rule_options, run_decontaminate
+
+    summary = run_decontaminate(pairs, out, against, report_only=report_only, report_path=report,
+                                **rule_options(encoder, threshold))
+    typer.echo(json.dumps({k: v for k, v in summary.items() if k != "removed_ids"}, indent=1))
+
+
+@app.command("overlap")
+def overlap_cmd(
+    train: Path = typer.Argument(..., help="training data: PreferencePair JSONL, a LlamaFactory dataset folder, "
+                                           "a verl parquet, any JSON/JSONL"),
+    against: list[str] = typer.Option(..., help=AGAINST_HELP),
+    encoder: str = typer.Option(None, help=ENCODER_HELP + " [minilm]"),
+    threshold: float = typer.Option(None, help=THRESHOLD_HELP),
+    report: Path = typer.Option(None, help="also write one JSON line per match here"),
+) -> None:
+    """Print how many training rows hold items of each benchmark, by rule (rows x benchmarks); changes nothing."""
+    from thinkj.data.decontaminate import rule_options
+    from thinkj.data.overlap import check_training_data, render_overlap
+
+    summary = check_training_data(train, against, report_path=report, **rule_options(encoder, threshold))
+    typer.echo(render_overlap(summary))
 
 
 @app.command("task")

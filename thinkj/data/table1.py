@@ -6,7 +6,8 @@
 Every data-selection stage writes a ``*.summary.json`` with ``"stage"``, ``"n_in"`` and ``"n_out"``. This
 module finds them under the run folder (any depth), takes the initial count from the difficulty stage's
 input (or ``--initial``), and prints the paper's layout with our counts beside the paper's (Skywork-Reward-
-Preference-v0.2: 10K, 1496, 870, 707; the paper has no clipping row, so that cell is empty).
+Preference-v0.2: 10K, 1496, 870, 707; the paper has no clipping row, so that cell is empty). The decontamination
+row (ours, not the paper's) also says how many pairs it removed and which benchmarks it checked.
 """
 
 from __future__ import annotations
@@ -22,6 +23,8 @@ ROWS: list[tuple[str, str, str]] = [
     ("initially selected", "", "10K"),
     ("filtered by difficulty", "difficulty", "1496"),
     ("filtered by diversity", "dedup", "870"),
+    # not in the paper: training pairs holding a benchmark item dropped (thinkj/data/decontaminate.py)
+    ("filtered by benchmark overlap (decontamination)", "decontaminate", "--"),
     ("filtered by accuracy", "traces", "707"),
     ("after trace clipping (empty explanations dropped)", "clip", "--"),
 ]
@@ -45,11 +48,16 @@ def table1_counts(run_dir: str | os.PathLike, initial: int | None = None) -> lis
     """(row label, our count or None when that stage has not run, the paper's count)."""
     summaries = find_summaries(run_dir)
     if initial is None:
-        first = next((summaries[s] for s in ("difficulty", "dedup", "traces", "clip") if s in summaries), None)
+        first = next((summaries[s] for s in ("difficulty", "dedup", "decontaminate", "traces", "clip")
+                      if s in summaries), None)
         initial = None if first is None else int(first["n_in"])
     rows = []
     for label, stage, paper in ROWS:
         ours = initial if not stage else (int(summaries[stage]["n_out"]) if stage in summaries else None)
+        if stage == "decontaminate" and stage in summaries:  # the count removed, and against what
+            found = summaries[stage]
+            names = ", ".join(b["name"] for b in found.get("benchmarks", []))
+            label = f"{label}: {found.get('removed', 0)} removed, checked against {names or 'no benchmark'}"
         rows.append((label, ours, paper))
     return rows
 

@@ -48,6 +48,8 @@ class Benchmark:
     check_record: RecordCheck | None = None  # the grouping fields a pair record of this benchmark must carry
     templates: tuple[str, ...] = ()  # prompts of its own that ``eval run`` accepts besides the registered judges
     extra_fields: tuple[str, ...] = ()
+    # (source, split) -> (item id, prompt text) of a benchmark whose items are not pairs (decontamination reads it)
+    prompts: Callable[[str | os.PathLike, str | None], list[tuple[str, str]]] | None = None
 
     @property
     def pairs(self) -> bool:
@@ -84,7 +86,8 @@ BENCHMARKS.add("rewardbench2", Benchmark(
     "rewardbench2", rewardbench2.HUB_NAME, rewardbench2.HUB_SPLIT, "subset",
     "RewardBench 2: 1865 prompts, best-of-4 subsets + Ties; own runner and records.",
     score=rewardbench2.score_records, run=rewardbench2_run.run_rewardbench2,
-    read_records=rewardbench2.load_records, templates=tuple(rewardbench2_run.RB2_TEMPLATES), extra_fields=("subset",)))
+    read_records=rewardbench2.load_records, templates=tuple(rewardbench2_run.RB2_TEMPLATES), extra_fields=("subset",),
+    prompts=lambda source, split: [(item.id, item.prompt) for item in rewardbench2.load_items(source, split)]))
 
 
 def get_benchmark(name: str) -> Benchmark:
@@ -106,6 +109,26 @@ def load_benchmark(name: str, source: str | os.PathLike | None = None, split: st
         raise ThinkJError(f"benchmark {name!r} has no default source: pass --data PATH")
     pairs = bench.load(chosen, split if split is not None else bench.default_split)
     return take_items(pairs, limit, bench.group_field) if limit else pairs
+
+
+def prompt_text(messages: list[dict[str, str]]) -> str:
+    """What a conversation asks, as one text: its turns' contents, one per line (one turn: that turn's text)."""
+    return "\n".join(m["content"] for m in messages)
+
+
+def load_prompts(name: str, source: str | os.PathLike | None = None, split: str | None = None) -> list[tuple[str, str]]:
+    """(item id, prompt text) of every item of benchmark ``name``, once per item (RM-Bench's nine comparisons of
+    one prompt are one item), in file order: what decontamination checks training data against."""
+    bench = get_benchmark(name)
+    chosen = source if source is not None else bench.default_source
+    if chosen is None:
+        raise ThinkJError(f"benchmark {name!r} has no default source: give its data as {name}=PATH")
+    if bench.prompts is not None:
+        return bench.prompts(chosen, split if split is not None else bench.default_split)
+    prompts: dict[str, str] = {}
+    for pair in load_benchmark(name, chosen, split):
+        prompts.setdefault(str(pair.meta["record"]["item_id"]), prompt_text(pair.messages))
+    return list(prompts.items())
 
 
 def score(benchmark: str, records: list[Record], protocol: str = "single", unparsed_half: bool = False) -> dict[str, Any]:
