@@ -18,7 +18,7 @@ from thinkj.demo.teacher_server import TeacherConfig, TeacherServer, prompt_key
 from thinkj.demo.tiny_task import make_pairs
 from thinkj.inference import SamplingParams, make_backend
 from thinkj.inference.cache import ResultCache, cache_key
-from thinkj.inference.http_client import OpenAIChatBackend, _retry_after, split_reasoning
+from thinkj.inference.http_client import OpenAIChatBackend, _retry_after, served_identity, split_reasoning
 from thinkj.prompts import get_template
 from thinkj.records import write_jsonl
 from thinkj.verdict import parse_verdict
@@ -67,7 +67,7 @@ def test_every_item_ends_stored_or_failed_under_faults(tmp_path):
         results = backend.chat_many(convs, params)
         counts = server.counts()
     assert set(counts["faults"]) >= {"timeout", "429", "500", "malformed", "drop", "poison"}, counts["faults"]
-    keys = [cache_key("r1-scripted", TEMPLATE, c, params, 0) for c in convs]
+    keys = [cache_key(served_identity("r1-scripted", server.base_url), TEMPLATE, c, params, 0) for c in convs]
     done, failed = _stored(tmp_path / "cache.sqlite")
     assert done.isdisjoint(failed) and done | failed == set(keys) and len(done) + len(failed) == len(convs)
     poisoned = [i for i, c in enumerate(convs) if counts["answered"].get(prompt_key(c), 0) == 0]
@@ -83,7 +83,7 @@ def test_every_item_ends_stored_or_failed_under_faults(tmp_path):
     assert any("poisoned prompt" in row[0].error for row in results if not row[0].ok)
     # A rerun asks only for the recorded failures (and they are retried, not skipped).
     before = dict(counts["requests"])
-    with TeacherServer(config) as server:
+    with TeacherServer(config, port=server.port) as server:  # the same endpoint: the cache keys on it
         rerun = OpenAIChatBackend("r1-scripted", server.base_url, api_key_env=None, cache=cache, tag=TEMPLATE, timeout=0.4,
                                   max_retries=1, backoff=0.01, progress=False)
         rerun.generate(convs, params)
@@ -165,7 +165,7 @@ def test_killed_stage_resumes_without_repeating_calls_and_never_leaks_the_key(tm
         os.environ.pop("THINKJ_TEST_KEY", None)
     params = SamplingParams(temperature=0.0, max_new_tokens=8192)
     convs = [get_template(TEMPLATE).render(p) for p in pairs]
-    keys = [cache_key("r1-scripted", TEMPLATE, c, params, 0) for c in convs]
+    keys = [cache_key(served_identity("r1-scripted", server.base_url), TEMPLATE, c, params, 0) for c in convs]
     done, failed = _stored(cache_path)
     assert 8 <= len(done_before) < len(pairs)
     assert done_before <= done  # nothing stored before the kill was lost

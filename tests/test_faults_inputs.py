@@ -437,6 +437,35 @@ def test_full_disk_sweep_and_source_loader_are_one_line(disk, tmp_path, monkeypa
     assert not [p for p in disk.root.rglob("*.tmp")]
 
 
+def test_full_disk_under_the_generation_cache_is_one_line_and_leaves_no_empty_cache(disk, tmp_path, monkeypatch,
+                                                                                     capsys):
+    """A stage whose SQLite cache sits on a full disk ends in one line naming the cache, and leaves no 0-byte
+    ``*.cache.sqlite`` (it was ``sqlite3.OperationalError: database or disk is full`` and an empty cache file); a cache
+    that fills up while a stage writes is named the same way and keeps what it held."""
+    from thinkj.atomic import WriteError
+    from thinkj.demo.teacher_server import TeacherConfig, TeacherServer
+    from thinkj.inference.cache import ResultCache
+
+    pairs = tmp_path / "pairs.jsonl"
+    write_jsonl(pairs, make_pairs(3, seed=0))
+    old = ResultCache(disk.root / "old.cache.sqlite")
+    old.put("k", "kept")
+    out = disk.root / "t.jsonl"
+    disk.fill()
+    with TeacherServer(TeacherConfig()) as server:
+        code, err = _run("thinkj", ["data", "traces", str(pairs), str(out), "--base-url", server.base_url,
+                                    "--api-key-env", "", "--model", "r1-scripted"], monkeypatch, capsys)
+    lines = err.strip().splitlines()
+    assert code == 2 and len(lines) == 1 and "Traceback" not in err, err
+    assert lines[0].startswith(f"error: {out.with_suffix('.cache.sqlite')}: cannot write the generation cache "
+                               "(database or disk is full)"), lines[0]
+    assert not out.with_suffix(".cache.sqlite").exists() and not out.exists()
+    with pytest.raises(WriteError, match=rf"^{old.path}: cannot write the generation cache"):
+        for i in range(100):
+            old.put(f"k{i}", os.urandom(4000).hex())
+    assert old.get("k") == "kept"
+
+
 def test_read_only_file_system_names_the_target(disk):
     from thinkj.atomic import WriteError
 

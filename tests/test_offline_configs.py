@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -208,18 +209,31 @@ def test_llamafactory_qwen_template_renders_like_the_tiny_model(tiny_model_dir):
     assert prompt_ids == reference(want_prompt, add_special_tokens=False)["input_ids"]
 
 
+def _lf_inputs(tmp_path: Path) -> tuple[str, str]:
+    """A dataset folder holding ``thinkj_judge_sft`` and a model folder: a dry run checks both, as the real run does."""
+    from thinkj.export.llamafactory import register_dataset
+
+    data = tmp_path / "lf"
+    register_dataset(data, "thinkj_judge_sft", {"file_name": "judge.json"})
+    (data / "judge.json").write_text("[]")
+    model = tmp_path / "model"
+    model.mkdir()
+    return f"dataset_dir={data}", f"model_name_or_path={model}"
+
+
 def test_cli_dry_run_writes_the_merged_config(tmp_path):
     import yaml
     from typer.testing import CliRunner
 
     from thinkj.train.cli import app
 
+    dataset_dir, model = _lf_inputs(tmp_path)
     args = ["sft", "judge_sft", "--model", "qwen2.5-7b-instruct", "--device", "gpu", "--dry-run", "--run-dir",
-            str(tmp_path), "learning_rate=1e-6", "dataset_dir=/data/lf"]
+            str(tmp_path), "learning_rate=1e-6", dataset_dir, model]
     result = CliRunner().invoke(app, args)
     assert result.exit_code == 0, result.output
     cfg = yaml.safe_load((tmp_path / "judge_sft" / "train_config.yaml").read_text())
-    assert cfg["learning_rate"] == 1e-6 and cfg["template"] == "qwen" and cfg["dataset_dir"] == "/data/lf"
+    assert cfg["learning_rate"] == 1e-6 and cfg["template"] == "qwen" and cfg["dataset_dir"] == str(tmp_path / "lf")
     assert cfg["deepspeed"].endswith("ds_z3_config.json") and cfg["bf16"] is True
     assert not (tmp_path / "judge_sft" / "thinkj_train.json").exists()  # nothing ran
     bad = CliRunner().invoke(app, ["dpo", "dpo", "--model", "tiny", "--dry-run", "--run-dir", str(tmp_path), "pref_betta=1"])
@@ -233,9 +247,11 @@ def test_cli_cpu_bf16_flag(tmp_path):
     from thinkj.train.cli import app
     from thinkj.train.config import cpu_has_bf16
 
+    inputs = _lf_inputs(tmp_path)
     for flag, want in (([], False), (["--cpu-bf16"], cpu_has_bf16())):
         run_dir = tmp_path / str(bool(flag))
-        args = ["sft", "judge_sft", "--model", "tiny", "--device", "cpu", "--dry-run", "--run-dir", str(run_dir), *flag]
+        args = ["sft", "judge_sft", "--model", "tiny", "--device", "cpu", "--dry-run", "--run-dir", str(run_dir), *flag,
+                *inputs]
         result = CliRunner().invoke(app, args)
         assert result.exit_code == 0, result.output
         assert yaml.safe_load((run_dir / "judge_sft" / "train_config.yaml").read_text())["bf16"] is want

@@ -375,9 +375,11 @@ def test_advantages_with_verls_core_algos(composed, tiny_model_dir):
 def test_dry_run_cli_and_gpu_refusal(tiny_model_dir, tmp_path, capsys, monkeypatch):
     from typer.testing import CliRunner
 
+    from thinkj.export.verl import write_verl_parquet
     from thinkj.online.verl_launch import gpu_available
     from thinkj.train.cli import app
 
+    write_verl_parquet(tmp_path / "t.parquet", make_pairs(4, seed=0))  # the dry run checks the data as the launch does
     result = CliRunner().invoke(app, ["rl", "--engine", "verl", "--algo", "ppo", "--model", str(tiny_model_dir), "--data",
                                       str(tmp_path / "t.parquet"), "--out", str(tmp_path / "o"), "--weight", "w_fmt=0.5",
                                       "--dry-run", "critic.optim.lr=2e-5"])
@@ -406,7 +408,11 @@ def test_shell_launchers_print_commands_verl_accepts(tmp_path, monkeypatch):
     import shlex
     import subprocess
 
-    env = {**os.environ, "DRY_RUN": "1", "ALGO": "reinforce_pp", "MODEL": "m", "DATA": "d.parquet", "W_STR": "0.0",
+    from thinkj.export.verl import write_verl_parquet
+
+    data = tmp_path / "d.parquet"
+    write_verl_parquet(data, make_pairs(4, seed=0))  # the dry run checks the data as the launch does
+    env = {**os.environ, "DRY_RUN": "1", "ALGO": "reinforce_pp", "MODEL": "m", "DATA": str(data), "W_STR": "0.0",
            "PYTHON": sys.executable}
     one = subprocess.run(["bash", str(ROOT / "scripts/train_verl.sh"), "trainer.total_epochs=1"], env=env, capture_output=True,
                          text=True, timeout=120)

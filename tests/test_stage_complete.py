@@ -61,7 +61,8 @@ def test_failed_calls_exit_nonzero_and_a_rerun_asks_only_for_them(tmp_path):
     assert first.stderr.strip().splitlines()[-1].startswith(f"error: {out}: {len(failed)} of 30 teacher calls failed")
     summary = json.loads(out.with_suffix(".summary.json").read_text())
     assert summary["failed_calls"] == len(failed) and len(out.read_text().splitlines()) == summary["n_out"] > 0
-    with TeacherServer(TeacherConfig(error_rate=0.0)) as healthy:  # the teacher is back
+    # the teacher is back at the same endpoint (the cache keys on it: another --base-url is another teacher)
+    with TeacherServer(TeacherConfig(error_rate=0.0), port=sick.port) as healthy:
         second = _traces(src, out, healthy.base_url, "--api-key-env", "")
         asked = set(healthy.counts()["requests"])
     assert second.returncode == 0, second.stderr[-2000:]

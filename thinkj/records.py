@@ -3,10 +3,17 @@
 A PreferencePair is one judging task: a conversation up to the last user turn, two candidate
 responses shown as (a) and (b), which one is better (``label``) and by how much (``strength``).
 Every stage of the pipeline reads and writes these as JSONL, one object per line.
+
+:meth:`PreferencePair.from_dict` is the one validator of the contract (the rule table is in docs/runs.md, "Record
+rules"). Besides each field's type it refuses the contradictions a user must resolve -- a tie with a strength, a
+winner with strength 0, ``meta`` that is not an object, a field the record does not have (with the close name:
+``strenght`` -> ``strength``) -- and warns, naming file, line and field, about what public data sets really hold and
+a stage can still use: two identical responses with a winner (kept; the judge cannot learn from them).
 """
 
 from __future__ import annotations
 
+import difflib
 import json
 import os
 import re
@@ -22,6 +29,20 @@ from thinkj.errors import ThinkJError
 LABELS = ("a", "b", "tie")
 ROLES = ("system", "user", "assistant")
 MAX_STRENGTH = 3
+FIELDS = ("id", "source", "messages", "response_a", "response_b", "label", "strength", "meta")
+WARNINGS_PER_FILE = 5  # then one line saying that more were left unprinted
+_warned: dict[str, int] = {}
+
+
+def record_warning(message: str, *, path: str | os.PathLike | None = None, line: int | None = None,
+                   field: str | None = None) -> None:
+    """One ``warning:`` line on stderr naming file, line and field; at most :data:`WARNINGS_PER_FILE` per file."""
+    key = str(path)
+    seen = _warned[key] = _warned.get(key, 0) + 1
+    if seen <= WARNINGS_PER_FILE:
+        print(f"warning: {RecordError(message, path=path, line=line, field=field)}", file=sys.stderr)
+    if seen == WARNINGS_PER_FILE:
+        print(f"warning: {path}: further warnings for this file are not printed", file=sys.stderr)
 
 
 class RecordError(ThinkJError):
@@ -78,6 +99,11 @@ class PreferencePair:
 
         if not isinstance(row, dict):
             raise RecordError(f"expected a JSON object, got {type(row).__name__}", path=path, line=line)
+        for name in row:
+            if name not in FIELDS:
+                close = difflib.get_close_matches(str(name), FIELDS, n=1)
+                hint = f"did you mean '{close[0]}'?" if close else f"a PreferencePair has {', '.join(FIELDS)}"
+                raise fail(str(name), f"unknown field ({hint}); other data belongs in 'meta'")
         for name in ("id", "source", "messages", "response_a", "response_b", "label"):
             if name not in row:
                 raise fail(name, "missing")
@@ -115,9 +141,20 @@ class PreferencePair:
                     raise fail("strength", f"must be an integer 0-{MAX_STRENGTH} or null, got {strength!r}")
             if not 0 <= strength <= MAX_STRENGTH:
                 raise fail("strength", f"must be in 0-{MAX_STRENGTH}, got {strength}")
-        meta = row.get("meta") or {}
+            if label == "tie" and strength > 0:
+                raise fail("strength", f"is {strength}, but the label is 'tie': a tie has no better response (use "
+                                       "0 or null, or the label of the better one)")
+            if label != "tie" and strength == 0:
+                raise fail("strength", f"is 0 (no difference), but the label is {label!r}: use 1-{MAX_STRENGTH}, "
+                                       "null when unknown, or the label 'tie'")
+        meta = row.get("meta")
+        if meta is None:
+            meta = {}
         if not isinstance(meta, dict):
-            raise fail("meta", "must be an object")
+            raise fail("meta", f"must be an object (or null), got {type(meta).__name__}")
+        if label != "tie" and row["response_a"].strip() == row["response_b"].strip():
+            record_warning(f"response_a and response_b are the same text, yet the label is {label!r} (kept; a judge "
+                           "cannot tell them apart)", path=path, line=line, field="response_b")
         return cls(str(rid), row["source"], [{"role": m["role"], "content": m["content"]} for m in messages],
                    row["response_a"], row["response_b"], label, strength, meta)
 
@@ -209,15 +246,23 @@ def parse_jsonl_text(text: str, *, path: str | os.PathLike | None, line: int) ->
     return row
 
 
-def read_parquet_rows(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
-    """(row number from 1, row) of a parquet file; a file pyarrow cannot read is a RecordError naming it."""
+def read_parquet_rows(path: str | os.PathLike, columns: list[str] | None = None) -> Iterator[tuple[int, dict[str, Any]]]:
+    """(row number from 1, row) of a parquet file, optionally only ``columns``. The one reader of binary inputs: a
+    file pyarrow cannot read (text, zero bytes, truncated, a missing column) is a RecordError naming the file."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
+    if Path(path).is_dir():
+        raise RecordError("is a folder, expected a parquet file", path=path)
     row_no = 0
     try:
-        batches = pq.ParquetFile(path).iter_batches(batch_size=1024)
-        for batch in batches:
+        handle = pq.ParquetFile(path)
+        if columns is not None:
+            names = handle.schema_arrow.names
+            for name in columns:
+                if name not in names:
+                    raise RecordError(f"missing column (has {names})", path=path, field=name)
+        for batch in handle.iter_batches(batch_size=1024, columns=columns):
             for row in batch.to_pylist():
                 row_no += 1
                 yield row_no, row
@@ -226,7 +271,12 @@ def read_parquet_rows(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
             raise
         reason = " ".join(str(err).split()) or type(err).__name__
         after = f" after row {row_no}" if row_no else ""
-        raise RecordError(f"not a readable parquet file{after} ({reason})", path=path) from None
+        raise RecordError(f"not a readable parquet file{after} ({reason[:200]})", path=path) from None
+
+
+def read_parquet(path: str | os.PathLike, columns: list[str] | None = None) -> list[dict[str, Any]]:
+    """Every row of a parquet file as a dict (see :func:`read_parquet_rows` for what fails and how)."""
+    return [row for _, row in read_parquet_rows(path, columns)]
 
 
 def load_pairs(path: str | os.PathLike, *, skip_invalid: bool = False,

@@ -24,7 +24,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from thinkj.checks import check_distinct_paths, check_range
+from thinkj.checks import check_distinct_paths, check_range, check_template_kind
 from thinkj.errors import StageIncomplete, ThinkJError
 from thinkj.inference.base import SamplingParams
 from thinkj.inference.cache import ResultCache
@@ -78,6 +78,7 @@ def run_traces(pairs_path: str | os.PathLike, out_path: str | os.PathLike, *, mo
     check_range("--concurrency", max_concurrency, low=1)
     check_range("--timeout", timeout, low=0, low_open=True)
     check_range("--max-retries", max_retries, low=0)
+    check_template_kind("--template", template, ("judge",))  # a critic prompt asks no verdict to filter on
     if api_key_env and not os.environ.get(api_key_env):
         raise ThinkJError(f"--api-key-env {api_key_env}: the environment variable {api_key_env} holding the teacher's "
                           "API key is not set (pass --api-key-env '' for a server that needs no key)")

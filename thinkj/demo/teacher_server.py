@@ -75,6 +75,9 @@ class TeacherConfig:
             raise ThinkJError(f"unknown fault kinds {sorted(unknown)}; known: {FAULTS}")
         if sum(self.faults.values()) > 1:
             raise ThinkJError("fault rates must sum to at most 1")
+        from thinkj.demo.tasks import TASKS
+
+        TASKS.lookup(self.task)  # an unknown task fails here, naming the known ones, not at the first request
 
 
 def prompt_key(messages: list[dict]) -> str:

@@ -29,6 +29,7 @@ from thinkj.records import RecordError, read_jsonl
 ORDERS = ("original", "swapped")
 CHOICES = ("a", "b", "tie")
 PROTOCOLS = ("single", "pair")
+FLAGS = ("too_long", "truncated", "failed", "correct")  # the record's booleans
 FLIP = {"a": "b", "b": "a", "tie": "tie", None: None}
 PROTOCOL_RULES = {"single": "single: every judgment (comparison x order) is one trial",
                   "pair": "pair: a comparison is one trial, right only when both orders are right"}
@@ -57,6 +58,9 @@ def validate_record(row: Any, *, path: str | None = None, line: int | None = Non
     if row["verdict"] is not None and row["verdict"] not in CHOICES:
         raise RecordError(f"must be one of {CHOICES} or null, got {row['verdict']!r}", path=path, line=line,
                           field="verdict")
+    for flag in FLAGS:  # read as truth values: "yes" or 0 would silently count (or not) as a flag
+        if row.get(flag) is not None and not isinstance(row[flag], bool):
+            raise RecordError(f"must be true, false or null, got {row[flag]!r:.40}", path=path, line=line, field=flag)
     if extra is not None:
         extra(row, path, line)
     return row

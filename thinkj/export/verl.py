@@ -5,6 +5,10 @@ Columns: ``data_source`` (str), ``prompt`` (chat messages), ``ability`` (str),
 ``extra_info`` = ``{"index", "id", "source", "template", "split"}`` (+ ``twin`` and ``order`` when written with
 both orders of every comparison, :func:`verl_rows`). Gold ties cannot be earned
 with the Think-J answer format (see ``thinkj.rewards.judge``), so they are left out and counted.
+
+:func:`check_rl_row` is the one check of a row read back (TRL GRPO's data, a verl launch's ``--data`` before its
+first step): chat messages with roles system / user / assistant and text content, and a ground truth the reward
+reads without a ``gold_error`` (``thinkj.rewards.gold``: label a / b / tie, strength a whole number 0-3 or null).
 """
 
 from __future__ import annotations
@@ -18,7 +22,7 @@ from typing import Any
 from thinkj.atomic import temp_path, write_error
 from thinkj.errors import ThinkJError
 from thinkj.prompts import get_template
-from thinkj.records import PreferencePair
+from thinkj.records import ROLES, PreferencePair, RecordError
 
 DATA_SOURCE = "thinkj/pairwise_judge"
 
@@ -56,6 +60,32 @@ def verl_rows(pairs: Iterable[PreferencePair], template: str = "judge_strength_v
                 "extra_info": info,
             })
     return rows, skipped
+
+
+def check_rl_row(row: dict[str, Any], *, path: str | os.PathLike, line: int) -> tuple[list[dict[str, str]], str, int | None]:
+    """(prompt, label, strength) of one RL parquet row, or a RecordError naming file, row and field."""
+    from thinkj.rewards.gold import pair_gold
+
+    prompt = row.get("prompt")
+    if not isinstance(prompt, list) or not prompt:
+        raise RecordError("expected a non-empty list of chat messages", path=path, line=line, field="prompt")
+    for i, message in enumerate(prompt):
+        if not isinstance(message, dict) or message.get("role") not in ROLES:
+            role = message.get("role") if isinstance(message, dict) else message
+            raise RecordError(f"role must be one of {ROLES}, got {role!r:.40}", path=path, line=line,
+                              field=f"prompt[{i}].role")
+        if not isinstance(message.get("content"), str):
+            raise RecordError(f"content must be text, got {message.get('content')!r:.40}", path=path, line=line,
+                              field=f"prompt[{i}].content")
+    reward_model = row.get("reward_model")
+    if not isinstance(reward_model, dict) or not isinstance(reward_model.get("ground_truth"), dict):
+        raise RecordError(f"expected {{'ground_truth': {{'label': 'a'|'b'|'tie', 'strength'}}}}, got "
+                          f"{reward_model!r:.80}", path=path, line=line, field="reward_model")
+    gold = pair_gold(reward_model["ground_truth"])
+    if gold.error:  # the reward would score this row with gold_error = 1 at every step: refuse it before the first
+        field, _, message = gold.error.partition(": ")
+        raise RecordError(message, path=path, line=line, field=f"reward_model.{field}")
+    return prompt, gold.label or "", gold.strength
 
 
 def write_verl_parquet(path: str | os.PathLike, pairs: Iterable[PreferencePair], template: str = "judge_strength_v2",

@@ -14,6 +14,10 @@ or resolved from ``dtype=auto``; :mod:`thinkj.inference.precision`) to the ident
 
     cache = ResultCache(run_dir / "cache.sqlite")
     backend = CachedBackend(make_backend("hf", model), cache, tag="judge_strength_v2")
+
+A write SQLite cannot make (a full disk or quota, a file past the size limit, a read-only or unwritable folder) is
+one :class:`~thinkj.atomic.WriteError` naming the cache file, as the JSON and table writers give; a cache that
+could not even be created is removed again, so no 0-byte ``*.cache.sqlite`` is left behind.
 """
 
 from __future__ import annotations
@@ -22,9 +26,12 @@ import hashlib
 import json
 import sqlite3
 import threading
+from collections.abc import Iterator
+from contextlib import contextmanager, suppress
 from dataclasses import replace
 from pathlib import Path
 
+from thinkj.atomic import WriteError, write_error
 from thinkj.inference.base import InferenceBackend, Messages, Output, SamplingParams
 from thinkj.inference.failures import FailedCall
 from thinkj.inference.identity import model_identity
@@ -37,17 +44,59 @@ def cache_key(model: str, tag: str, messages: Messages, params: SamplingParams, 
     return hashlib.sha256(blob.encode("utf-8")).hexdigest()
 
 
+# SQLite's result codes for a write the file system refused (SQLITE_FULL, SQLITE_IOERR with its extended write
+# codes, SQLITE_READONLY, SQLITE_CANTOPEN, SQLITE_PERM): a fault of the disk, not of the data. On Python < 3.11
+# there are no codes; the message then says it ("database or disk is full", "disk I/O error", …).
+_DISK_CODES = frozenset({13, 10, 8, 14, 3})
+_DISK_WORDS = ("disk is full", "disk i/o error", "readonly database", "unable to open database", "attempt to write")
+
+
+def _disk_fault(err: sqlite3.Error) -> bool:
+    code = getattr(err, "sqlite_errorcode", None)
+    if code is not None:
+        return code & 0xFF in _DISK_CODES
+    return any(word in str(err).lower() for word in _DISK_WORDS)
+
+
 class ResultCache:
     """Key -> completion text (plus an optional JSON payload); failures kept in their own table."""
 
     def __init__(self, path: str | Path):
         self.path = Path(path)
-        self.path.parent.mkdir(parents=True, exist_ok=True)
         self._lock = threading.Lock()
-        self._db = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None)
-        self._db.execute("PRAGMA journal_mode=WAL")
-        self._db.execute("CREATE TABLE IF NOT EXISTS results (key TEXT PRIMARY KEY, text TEXT, extra TEXT)")
-        self._db.execute("CREATE TABLE IF NOT EXISTS failures (key TEXT PRIMARY KEY, error TEXT, attempts INTEGER)")
+        new = not self.path.exists()
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            with self._disk():
+                self._db = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None)
+                self._db.execute("PRAGMA journal_mode=WAL")
+                self._db.execute("CREATE TABLE IF NOT EXISTS results (key TEXT PRIMARY KEY, text TEXT, extra TEXT)")
+                self._db.execute("CREATE TABLE IF NOT EXISTS failures (key TEXT PRIMARY KEY, error TEXT, "
+                                 "attempts INTEGER)")
+        except BaseException:
+            if hasattr(self, "_db"):
+                self._db.close()
+            if new:  # ours, and never usable: a 0-byte file would read as an empty cache next time
+                for leftover in (self.path, *(self.path.with_name(self.path.name + s) for s in ("-wal", "-shm"))):
+                    with suppress(OSError):
+                        leftover.unlink()
+            raise
+
+    @contextmanager
+    def _disk(self) -> Iterator[None]:
+        """A write SQLite could not make because of the disk -> one WriteError line naming the cache file."""
+        try:
+            yield
+        except sqlite3.Error as err:
+            if not _disk_fault(err):
+                raise
+            raise WriteError(f"{self.path}: cannot write the generation cache ({err}); finished generations stay "
+                             "in it -- free space and rerun the same command to resume") from None
+        except OSError as err:
+            failure = write_error(err, self.path, kept="finished generations stay in it")
+            if failure is None:
+                raise
+            raise failure from None
 
     def get(self, key: str) -> str | None:
         with self._lock:
@@ -62,13 +111,13 @@ class ResultCache:
     def put(self, key: str, text: str, extra: dict | None = None) -> None:
         if not isinstance(text, str):  # a failed call is put_failure's, never a result
             raise TypeError(f"a cached result is text, got {type(text).__name__}")
-        with self._lock:
+        with self._lock, self._disk():
             self._db.execute("INSERT OR REPLACE INTO results VALUES (?, ?, ?)",
                              (key, text, None if extra is None else json.dumps(extra, ensure_ascii=False)))
             self._db.execute("DELETE FROM failures WHERE key = ?", (key,))
 
     def put_failure(self, key: str, error: str, attempts: int) -> None:
-        with self._lock:
+        with self._lock, self._disk():
             self._db.execute("INSERT OR REPLACE INTO failures VALUES (?, ?, ?)", (key, error[:2000], attempts))
 
     def failure(self, key: str) -> str | None:
@@ -105,8 +154,9 @@ class CachedBackend:
         self.hits = self.misses = self.failures = 0
         self.outage: str | None = None  # why later calls are not sent, once a whole batch failed
         self.records_itself = records_itself = hasattr(backend, "cache")
-        # A backend that keys its own records (HTTP: a served model name) is keyed on that name, so the keys agree.
-        self.identity = identity or (backend.name if records_itself else
+        # A backend that keys its own records (HTTP: the served model name at its endpoint) is keyed on its identity,
+        # so the keys agree.
+        self.identity = identity or getattr(backend, "identity", None) or (backend.name if records_itself else
                                      model_identity(backend.name, getattr(backend, "revision", None)))
         precision = getattr(backend, "precision", None)  # the dtype that ran: bf16 answers differ from fp32
         if precision and identity is None:

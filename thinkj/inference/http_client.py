@@ -12,7 +12,8 @@ not the expected JSON; ``Retry-After`` is honoured when the server sends it. Oth
 A 200 whose body is not a chat completion (no ``choices[0].message.content``, content that is not text, or
 null content with no reasoning) is malformed too; an empty string is an (empty) answer.
 
-Each finished call is written to the :class:`ResultCache` the moment it completes; a call that exhausts its
+Each finished call is written to the :class:`ResultCache` (keyed on the served model name and the endpoint,
+:attr:`OpenAIChatBackend.identity`) the moment it completes; a call that exhausts its
 retries is recorded with ``put_failure`` and is never a stored answer. So every (conversation, sample) ends
 with exactly one stored result or one recorded failure, a killed run loses only calls in flight, and a rerun
 asks only for what is missing (recorded failures are retried). ``generate`` returns a
@@ -44,6 +45,12 @@ from thinkj.progress import progress_bar
 log = logging.getLogger(__name__)
 RETRY_STATUS = frozenset({408, 409, 425, 429, 500, 502, 503, 504})
 OPEN, CLOSE = "<think>", "</think>"
+DEFAULT_BASE_URL = "http://127.0.0.1:8000/v1"  # `vllm serve`'s default port
+
+
+def served_identity(model: str, base_url: str = DEFAULT_BASE_URL) -> str:
+    """The cache identity of ``model`` served at ``base_url``: the served name alone does not say what answers."""
+    return f"{model}@{base_url.rstrip('/')}"
 
 
 @dataclass
@@ -127,7 +134,7 @@ def _retry_after(value: str | None) -> float | None:
 class OpenAIChatBackend:
     """Backend ``"openai"``: ``generate`` (the protocol) plus ``chat_many`` returning reasoning + content."""
 
-    def __init__(self, model: str, base_url: str = "http://127.0.0.1:8000/v1", *, api_key_env: str | None = "OPENAI_API_KEY",
+    def __init__(self, model: str, base_url: str = DEFAULT_BASE_URL, *, api_key_env: str | None = "OPENAI_API_KEY",
                  max_concurrency: int = 16, timeout: float = 600.0, max_retries: int = 6, backoff: float = 1.0,
                  max_backoff: float = 60.0, cache: ResultCache | str | os.PathLike | None = None, tag: str = "",
                  join_reasoning: bool = True, progress: bool = True, extra_body: dict[str, Any] | None = None):
@@ -179,8 +186,15 @@ class OpenAIChatBackend:
             raise box["error"]
         return box["value"]
 
+    @property
+    def identity(self) -> str:
+        """What the cache keys this backend's answers on: the served model name *and* the endpoint serving it. Two
+        servers may serve different models under one name (two ``vllm serve`` of other checkpoints, a teacher and a
+        stand-in): a run pointed at another ``--base-url`` is answered by that server, never from the other's cache."""
+        return served_identity(self.name, self.base_url)
+
     def key(self, messages: Messages, params: SamplingParams, sample: int) -> str:
-        return cache_key(self.name, self.tag, messages, params, sample)
+        return cache_key(self.identity, self.tag, messages, params, sample)
 
     def stored_output(self, key: str) -> str | None:
         """What ``generate`` returns for the call stored under ``key`` in this backend's cache, or None: the stored

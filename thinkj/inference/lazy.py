@@ -23,6 +23,10 @@ class LazyBackend:
             raise UnknownNameError(f"unknown backend {backend!r}; available: {', '.join(sorted(_BACKENDS))}"
                                    + "".join(f", {name}" for name in also))
         self.backend, self.name, self.kwargs = backend, str(model), kwargs
+        if backend == "openai":  # a served model is keyed on its endpoint too (docs/runs.md, "Cache")
+            from thinkj.inference.http_client import DEFAULT_BASE_URL, served_identity
+
+            self.identity = served_identity(self.name, str(kwargs.get("base_url") or DEFAULT_BASE_URL))
         self.revision = kwargs.get("revision")
         self.precision: str | None = None
         if backend in LOCAL_ENGINES:  # a missing model folder fails now, even when the cache could answer

@@ -78,27 +78,22 @@ def _gold(reward_model: Any, path: Path, row: int) -> dict[str, Any]:
 
 
 def _rows_from_parquet(path: Path, twins: bool = False) -> tuple[list[dict[str, Any]], dict[str, int]]:
-    import pyarrow.parquet as pq
+    from thinkj.export.verl import check_rl_row
+    from thinkj.records import read_parquet_rows
 
-    table = pq.read_table(path)
     columns = ["prompt", "reward_model", *(["extra_info"] if twins else [])]
-    for column in columns:
-        if column not in table.column_names:
-            raise RecordError(f"missing column (has {table.column_names})", path=path, field=column)
     rows, skipped = [], {"tie": 0}
-    for i, rec in enumerate(table.select(columns).to_pylist()):
-        gold = _gold(rec["reward_model"], path, i + 1)
-        if gold["label"] == "tie":
+    for i, rec in read_parquet_rows(path, columns):
+        prompt, label, strength = check_rl_row(rec, path=path, line=i)
+        if label == "tie":
             skipped["tie"] += 1
             continue
-        if not isinstance(rec["prompt"], list) or not rec["prompt"]:
-            raise RecordError("expected a non-empty list of chat messages", path=path, line=i + 1, field="prompt")
-        row = {"prompt": rec["prompt"], **gold}
+        row = {"prompt": prompt, "label": label, "strength": strength}
         if twins:
             info = rec.get("extra_info") or {}
             if not info.get("twin") or info.get("order") not in (0, 1):
                 raise RecordError("no twin key and order: write the parquet with both orders "
-                                  "(`thinkj data verl-parquet PAIRS OUT --twins`)", path=path, line=i + 1,
+                                  "(`thinkj data verl-parquet PAIRS OUT --twins`)", path=path, line=i,
                                   field="extra_info.twin")
             row.update(twin=info["twin"], order=info["order"])
         rows.append(row)
@@ -146,10 +141,6 @@ class RecordingReward(TRLReward):
         self.twins = twins
         self.w_con = float(self.preset.weights(self.weights).get("w_con", 0.0))
         self.last_samples: list[dict[str, Any]] = []
-        self._trainer: Any = None
-
-    def bind_trainer(self, trainer: Any) -> None:
-        self._trainer = trainer
 
     def __call__(self, prompts: list | None = None, completions: list | None = None, label: list | None = None,
                  strength: list | None = None, twin: list | None = None, order: list | None = None,
@@ -183,7 +174,7 @@ class RecordingReward(TRLReward):
 
     def _log_metrics(self) -> None:
         log_to_trainer(self._trainer, {k: v for k, v in self.last_metrics.items()
-                                       if k.startswith("pos/") or k in ("consistency", "twin_missing")})
+                                       if k.startswith("pos/") or k in ("consistency", "twin_missing", "gold_error")})
 
 
 class TwinSampler:

@@ -7,7 +7,9 @@ the Think-J ground truth from the columns ``label`` and (optionally) ``strength`
     trainer = GRPOTrainer(model=..., reward_funcs=[TRLReward("thinkj_llama", w_str=0.2)], ...)
 
 The last call's component averages are kept in ``last_metrics`` (accuracy, format, strength, and gold_error: the
-share of rows whose ground truth was bad, ``thinkj.rewards.gold``; a bad row never raises).
+share of rows whose ground truth was bad, ``thinkj.rewards.gold``; a bad row never raises). Bound to a trainer
+(``bind_trainer``), every per-sample adapter adds ``gold_error`` to the step's logged metrics, as verl logs the
+reward's ``gold_error`` key: bad gold is counted in every step, whichever engine trains.
 ``TRLPresetReward`` runs any per-sample preset on a ``ground_truth`` column (the seed presets' rows). The
 group-level adapter is ``thinkj.rewards.group.TRLGroupReward``. Both check their weights when built
 (``thinkj.rewards.weights``): an unknown name or a NaN, negative or non-numeric value fails before training.
@@ -44,7 +46,27 @@ def log_to_trainer(trainer: Any, metrics: dict[str, float]) -> None:
         buffers[mode][key].append(value)
 
 
-class TRLReward:
+class _StepMetrics:
+    """What the per-sample adapters share: the last call's means (``last_metrics``) and, bound to a GRPOTrainer,
+    the share of bad gold rows in the step's logged metrics (``gold_error``)."""
+
+    last_metrics: dict[str, float]
+    _trainer: Any = None
+
+    def bind_trainer(self, trainer: Any) -> None:
+        self._trainer = trainer
+
+    def _keep(self, results: list[dict[str, Any]], keys: tuple[str, ...]) -> None:
+        n = max(len(results), 1)
+        present = [k for k in keys if not results or k in results[0]]
+        self.last_metrics = {k: sum(float(r[k]) for r in results) / n for k in present}
+        self._log_metrics()
+
+    def _log_metrics(self) -> None:
+        log_to_trainer(self._trainer, {k: v for k, v in self.last_metrics.items() if k == "gold_error"})
+
+
+class TRLReward(_StepMetrics):
     pays_consistency = False  # w_con > 0 needs both orders' rollouts: only the twin reward (trl_grpo) pays it
 
     def __init__(self, preset: str = "thinkj_qwen", **weights: Any):
@@ -68,13 +90,11 @@ class TRLReward:
                              "completions")
         results = [self._score(completion_text(c), {"label": g, "strength": s})
                    for c, g, s in zip(completions, label, strength)]
-        n = max(len(results), 1)
-        keys = [k for k in ("acc", "format", "strength", "gold_error") if not results or k in results[0]]
-        self.last_metrics = {k: sum(r[k] for r in results) / n for k in keys}
+        self._keep(results, ("acc", "format", "strength", "gold_error"))
         return [r["score"] for r in results]
 
 
-class TRLPresetReward:
+class TRLPresetReward(_StepMetrics):
     """A per-sample preset on a ``ground_truth`` column, as a TRL reward function."""
 
     def __init__(self, preset: str, **weights: Any):
@@ -82,10 +102,13 @@ class TRLPresetReward:
         self.weights = {k: v for k, v in self.preset.weights(weights).items() if k in weights}  # checked here
         self._score = self.preset.bind(self.weights)
         self.__name__ = f"{preset}_reward"
+        self.last_metrics: dict[str, float] = {}
 
     def __call__(self, prompts: list | None = None, completions: list | None = None, ground_truth: list | None = None,
                  **kwargs: Any) -> list[float]:
         completions = completions or []
         if ground_truth is None or len(ground_truth) != len(completions):
             raise ThinkJError("per-sample preset needs a 'ground_truth' dataset column, one value per completion")
-        return [float(self._score(completion_text(c), g)["score"]) for c, g in zip(completions, ground_truth)]
+        results = [self._score(completion_text(c), g) for c, g in zip(completions, ground_truth)]
+        self._keep(results, ("gold_error",))
+        return [float(r["score"]) for r in results]

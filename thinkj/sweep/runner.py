@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from thinkj.atomic import disk_errors
-from thinkj.errors import ThinkJError, exit_on_user_error
+from thinkj.errors import StageIncomplete, ThinkJError, exit_on_user_error
 from thinkj.records import RecordError, read_json, write_json
 from thinkj.sweep.spec import Run, SweepSpec, expand
 
@@ -69,7 +69,8 @@ def mark_done(run_dir: Path, results: list[Path], extra: dict[str, Any] | None =
     """Write the done marker, refusing while any results JSON is missing."""
     missing = [str(p) for p in results if not Path(p).exists()]
     if missing:
-        raise RuntimeError(f"run {run_dir.name}: steps finished but results are missing: {missing}")
+        raise StageIncomplete(f"run {run_dir.name}: steps finished but results are missing: {missing} (rerun the "
+                              "sweep: a run without its results runs its steps again)")
     return write_json(Path(run_dir) / DONE_FILE, {"results": [str(p) for p in results],
                                                   "time": time.strftime("%Y-%m-%dT%H:%M:%S"), **(extra or {})})
 
@@ -302,6 +303,11 @@ def _one_run(run: Run, launcher: str, state: SweepState | None, step_fn: Callabl
     if launcher == "ray":
         _ray_run(run, entry, state, summary, out, ray_address, wait)
         return
+    if entry["steps_done"] >= len(run.commands):  # every step ran, yet the run is not done: its results went missing
+        missing = [str(p) for p in run.results if not p.exists()]
+        print(f"# rerun  {run.name}: its steps finished, but {', '.join(missing) or 'its done marker'} is missing: "
+              "running its steps again", file=out, flush=True)
+        entry["steps_done"] = 0
     entry.update(status="running", launches=entry["launches"] + 1)
     state.save()
     summary["launched"].append(run.name)
@@ -317,7 +323,7 @@ def _one_run(run: Run, launcher: str, state: SweepState | None, step_fn: Callabl
         try:
             mark_done(run.run_dir, run.results, {"identity": run.identity.get("hash"), "run": run.identity})
             entry["status"] = "done"
-        except RuntimeError as err:
+        except StageIncomplete as err:
             entry.update(status="failed", error=str(err))
     if entry["status"] == "failed":
         summary["failed"].append(run.name)

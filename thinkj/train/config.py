@@ -17,6 +17,7 @@ numbers that have a meaningful range are kept to it (``learning_rate`` > 0, ``ma
 
 from __future__ import annotations
 
+import difflib
 import functools
 import math
 import os
@@ -281,6 +282,27 @@ def check_values(config: dict[str, Any], sources: dict[str, str] | None = None) 
     return out
 
 
+def llamafactory_templates() -> list[str]:
+    """The chat template names this LlamaFactory registers (``llamafactory.data.template.TEMPLATES``)."""
+    from llamafactory.data.template import TEMPLATES
+
+    return sorted(TEMPLATES)
+
+
+def check_template(config: dict[str, Any], sources: dict[str, str] | None = None) -> None:
+    """A ``template`` LlamaFactory does not register fails here, naming where it came from, not at the trainer's
+    start (LlamaFactory raises only when it builds the dataset, after loading the model)."""
+    name = config.get("template")
+    if name is None:
+        return
+    known = llamafactory_templates()
+    if name not in known:
+        close = difflib.get_close_matches(str(name), known, n=3)
+        hint = f"did you mean {', '.join(close)}?" if close else f"known: {', '.join(known)}"
+        raise ConfigError(f"template={name!r} (from {(sources or {}).get('template', 'config')}): not a chat template "
+                          f"of this LlamaFactory ({hint})")
+
+
 def build_config(stage: str | os.PathLike, profile: str | os.PathLike | None = None,
                  overrides: Iterable[str] | dict[str, Any] = ()) -> dict[str, Any]:
     """Merge profile, stage YAML and overrides (later wins); check keys; resolve repo-relative paths."""
@@ -300,6 +322,7 @@ def build_config(stage: str | os.PathLike, profile: str | os.PathLike | None = N
             sources[key] = source
     check_keys(merged, sources)
     merged = check_values(merged, sources)
+    check_template(merged, sources)
     for key in _REPO_RELATIVE_KEYS:
         value = merged.get(key)
         if isinstance(value, str) and value and not Path(value).is_absolute():

@@ -242,7 +242,8 @@ def _moved(config: dict[str, Any], src: Path, dst: Path) -> dict[str, Any]:
 def run_plan(plan: LaunchPlan, *, force: bool = False, dry_run: bool = False) -> Path:
     """Write the merged config, then train (in-process on CPU, torchrun on GPU). Returns output_dir.
 
-    The model and datasets are checked before anything in the output folder changes. A finished run with the same
+    The model and datasets are checked before anything in the output folder changes, in a dry run too (the chat
+    template was checked when the config was built: ``thinkj.train.config.check_template``). A finished run with the same
     config and inputs is kept; one with another config (or ``force``) stays in place until its successor has
     finished in ``<output_dir>.next`` (:mod:`thinkj.staging`). Checkpoints of an interrupted run with another
     config are never resumed: they are removed when the new run starts.
@@ -253,8 +254,7 @@ def run_plan(plan: LaunchPlan, *, force: bool = False, dry_run: bool = False) ->
         print(f"[thinkj train] {out} is finished with this config ({DONE_FILE}); pass --force to train again",
               file=sys.stderr)
         return out
-    if not dry_run:
-        check_inputs(plan.config)
+    check_inputs(plan.config)  # a dry run fails on what the real run would fail on before its first step
     planned = _normalised(plan.config)  # the inputs now: files changed while training are not what it trained on
     work = staging_dir(out) if is_finished(out) else out
     if work != out:
