@@ -92,7 +92,8 @@ def run(benchmark: str = typer.Argument(..., help=BENCH_HELP),
 
     check_sampling(temperature, top_p, max_new_tokens)  # one line naming the option, before any model loads
     check_failure_rate(max_failure_rate)
-    for option, value in (("--limit", limit), ("--chunk", chunk), ("--batch-size", batch_size)):
+    for option, value in (("--limit", limit), ("--chunk", chunk), ("--batch-size", batch_size),
+                          ("--context-length", context_length)):
         check_range(option, value, low=1)
     from thinkj.evaluation.registry import get_benchmark
 
