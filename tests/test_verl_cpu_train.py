@@ -26,12 +26,16 @@ import time
 from pathlib import Path
 
 import pytest
-from ray_local import SessionMemory  # tests/ is on sys.path
+from judgment_checks import check_synthetic_results  # tests/ is on sys.path
+from ray_local import SessionMemory
 
 from thinkj.rewards import get_preset
+from thinkj.rewards.twins import consistency_terms
+from thinkj.rewards.verl import compute_score
 
 ROOT = Path(__file__).resolve().parent.parent
 DATA_SOURCE = "thinkj/pairwise_judge"
+PRESET = "thinkj_qwen"  # configs/verl/*.yaml's reward preset
 TERMS = (("w_acc", "acc"), ("w_fmt", "format"), ("w_str", "strength"), ("w_con", "consistency"))
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(1800)]  # a judge fine-tune, a verl run, a merge, an eval
 
@@ -109,7 +113,40 @@ def check_common(run: dict, weights: dict[str, float], val_n: int = 1) -> tuple[
     assert len(run["samples"]) >= 8 and {"score", *(k for _, k in terms)} <= set(run["samples"][0])
     for sample in run["samples"]:
         assert sample["score"] == pytest.approx(sum(weights[w] * sample[k] for w, k in terms), abs=1e-6)
+    check_trained_reward(run, steps, weights)
     return first, last
+
+
+def recomputed_rewards(samples: list[dict], weights: dict[str, float]) -> list[dict]:
+    """The reward of each dumped rollout recomputed from its text and gold alone, by the pure function with
+    ``weights`` (plus ``w_con`` x the consistency term over the rollouts' twins, where ``w_con`` is not 0)."""
+    base = {k: v for k, v in weights.items() if k != "w_con"}
+    results = [compute_score(solution_str=s["output"], ground_truth=s["gts"], preset=PRESET, **base) for s in samples]
+    if weights.get("w_con"):
+        terms = consistency_terms([r.get("pred") for r in results], [s["gts"]["label"] for s in samples],
+                                  [s["twin"] for s in samples], [int(s["order"]) for s in samples])
+        for result, term in zip(results, terms):
+            result.update(term, score=result["score"] + weights["w_con"] * term["consistency"])
+    return results
+
+
+def check_trained_reward(run: dict, steps: dict[int, dict], weights: dict[str, float]) -> None:
+    """verl's logged ``critic/score/{mean,max,min}`` of each step -- the token-level scores it trained on, summed per
+    rollout -- equal the reward recomputed from that step's dumped outputs and golds. The dump's own ``score`` is
+    not evidence: verl 0.9.1's ``_log_rollout_data`` writes the token-level sum under ``score`` and then lets the
+    reward's extra info (which has a ``score`` of its own) overwrite it. Fails when the reward handed to verl differs
+    from the one the extra info reports (TwinRewardManager.run_single's ``reward_score`` negated, tried once) and
+    when a weight override does not reach the reward (the score is recomputed with the weights the test expects)."""
+    by_step: dict[int, list[dict]] = {}
+    for sample in run["samples"]:
+        by_step.setdefault(sample["step"], []).append(sample)
+    assert sorted(by_step) == sorted(steps)
+    for step, samples in by_step.items():
+        scores = [r["score"] for r in recomputed_rewards(samples, weights)]
+        logged = steps[step]
+        assert logged["critic/score/mean"] == pytest.approx(sum(scores) / len(scores), abs=1e-5), step
+        assert (logged["critic/score/max"], logged["critic/score/min"]) == pytest.approx((max(scores), min(scores)),
+                                                                                            abs=1e-5), step
 
 
 def merge_and_evaluate(judge: Path, run: dict, first: dict, last: dict) -> None:
@@ -128,8 +165,9 @@ def merge_and_evaluate(judge: Path, run: dict, first: dict, last: dict) -> None:
                                  "--data", str(out / "pairs.jsonl"), "--max-new-tokens", "64", "--out", str(out / "eval")],
                                 capture_output=True, text=True, timeout=600)
     assert evaluation.returncode == 0, evaluation.stderr[-3000:]
-    results = json.loads((out / "eval" / "synthetic.results.json").read_text())
-    assert 0.0 <= results["metrics"]["accuracy"] <= 100.0
+    # golds per order from the pairs file, verdicts re-parsed, accuracy recomputed (the range check it replaces held
+    # for any number; fails with the swapped gold left unflipped)
+    check_synthetic_results(out / "eval", out / "pairs.jsonl", 4)
     # two updates moved the policy far more than vLLM's log-probs differed from the actor's at step 2
     # (had vLLM kept the initial weights, step 2's difference would be of the order of this movement)
     moved = [mean_token_prob_change(judge, hf, s["input"], s["output"]) for s in run["samples"][:4]]

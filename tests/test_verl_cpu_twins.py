@@ -14,17 +14,18 @@ from collections import defaultdict
 from pathlib import Path
 
 import pytest
-from test_verl_cpu_train import check_common, merge_and_evaluate, train  # the tiny judge: conftest's fixture
+from test_verl_cpu_train import check_common, merge_and_evaluate, recomputed_rewards, train  # judge: conftest's
 
+from thinkj.demo.tiny_task import make_pairs
 from thinkj.rewards import get_preset
 from thinkj.rewards.twins import consistency_terms
 
+FLIP = {"a": "b", "b": "a"}
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(1800)]  # a verl run (the judge is shared with the other engine tests)
 
 
 @pytest.fixture(scope="module")
 def twin_data(tmp_path_factory) -> dict[str, Path]:
-    from thinkj.demo.tiny_task import make_pairs
     from thinkj.export.verl import write_verl_parquet
 
     out = tmp_path_factory.mktemp("verl_twins")
@@ -42,13 +43,26 @@ def test_grpo_consistent_two_steps_on_cpu(judge, twin_data, tmp_path_factory):
     first, last = check_common(run, {**get_preset("thinkj_qwen").defaults, "w_str": 0.0, "w_con": 1.0}, val_n=4)
     assert any(s["strength"] > 0 for s in run["samples"])  # right verdicts with a strength term, paid 0
     steps = {1: first, 2: last}  # finite losses and a non-zero gradient: checked by check_common
-    for metrics in steps.values():
-        # position diagnostics in verl's own step log; each step holds both orders, so half the golds are (a)
-        assert metrics["pos/gold_a_share"] == 0.5
-        assert 0.0 <= metrics["pos/a_share"] <= 1.0 and {"pos/acc_gold_a", "pos/acc_gold_b"} <= set(metrics)
-    assert any("pos/flip_rate" in m for m in steps.values())
     samples = run["samples"]
     assert len(samples) == 2 * 2 * 2 * 4  # 2 steps x 2 comparisons x 2 orders x 4 rollouts
+    # every rollout's gold is its pair's label in the stored order and the flipped label in the swapped one: fails
+    # with PreferencePair.swapped keeping the label (the reward and the dump would agree with the wrong gold)
+    labels = {p.id: p.label for p in make_pairs(24, seed=31)}
+    for sample in samples:
+        label = labels[sample["twin"].split(":", 1)[1]]
+        assert sample["gts"]["label"] == (label if sample["order"] == 0 else FLIP[label]), sample
+    for step, metrics in steps.items():
+        # position diagnostics in verl's own step log, recomputed from the step's dumped outputs (verdicts parsed by
+        # the pure reward function) and golds; each step holds both orders, so half the golds are (a)
+        rows = [s for s in samples if s["step"] == step]
+        preds = [r.get("pred") for r in recomputed_rewards(rows, {"w_str": 0.0})]
+        golds = [s["gts"]["label"] for s in rows]
+        assert metrics["pos/gold_a_share"] == 0.5
+        assert metrics["pos/a_share"] == pytest.approx(sum(p == "a" for p in preds) / len(preds))
+        for side in ("a", "b"):
+            hits = [p == g for p, g in zip(preds, golds) if g == side]
+            assert metrics[f"pos/acc_gold_{side}"] == pytest.approx(sum(hits) / len(hits)), (step, side)
+    assert any("pos/flip_rate" in m for m in steps.values())
     groups: dict[tuple[int, str], list[dict]] = defaultdict(list)
     for sample in samples:
         assert sample["twin_size"] == 8.0 and sample["twin_missing"] == 0.0
