@@ -210,3 +210,39 @@ def test_pair_fields_cover_every_turn():
     pair = PreferencePair("p", "s", [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Q?"}],
                           "x", "y", "a")
     assert pair_fields(pair) == {"prompt": "Be brief.\nQ?", "response_a": "x", "response_b": "y"}
+
+
+def test_pipeline_stage_checks_the_run_benchmarks_and_records_their_data(tmp_path, monkeypatch):
+    """The pipeline's decontaminate stage, run by the shared stage loop on a planted dedup output: the traces stage
+    reads what it kept, and its completion record names the benchmark data it checked by content."""
+    import os
+    import sys
+    from pathlib import Path
+
+    from thinkj import stage_runner
+    from thinkj.pipeline import REDO_HINT, _step, plan, settings
+
+    against = _against()
+    data = " ".join(against)
+    s = settings({"RUN_DIR": str(tmp_path / "run"), "BENCHMARKS": "autoj rmbench", "BENCHMARK_DATA": data,
+                  "DECONTAM_ENCODER": "none", "DRY_RUN": "1"})
+    stages = {st.name: st for st in plan(s)}
+    stage = stages["decontaminate"]
+    assert stages["traces"].argv[3] == str(stage.output)  # the teacher sees only decontaminated pairs
+    assert stage.argv[stage.argv.index("--encoder") + 1] == "none"
+    assert [stage.argv[i + 1] for i, a in enumerate(stage.argv) if a == "--against"] == against
+    plants, expect = _plants(against)
+    kept = Path(stage.argv[3])
+    write_jsonl(kept, _clean(against, n=20) + plants)
+    monkeypatch.setenv("PATH", f"{Path(sys.executable).parent}:{os.environ['PATH']}")  # the stage runs `thinkj`
+    with open(tmp_path / "progress.txt", "w") as progress:
+        outcome = stage_runner.run_steps([_step(stage)], policy=stage_runner.REFUSE, hint=REDO_HINT,
+                                         logs=tmp_path / "logs", out=progress)
+    assert outcome.ran == ["decontaminate"]
+    record = json.loads(stage.record.read_text())
+    assert record["settings"]["BENCHMARKS"] == "autoj rmbench" and record["settings"]["BENCHMARK_DATA"] == data
+    assert record["paths"]["benchmark_autoj"] == against[0].split("=", 1)[1]
+    assert all(record["inputs"][f"benchmark_{b}"].startswith("sha256:") for b in ("autoj", "rmbench"))
+    n_clean = 20 + 40  # random rows + near-misses
+    assert record["counts"] == {"rows": n_clean, "n_in": n_clean + len(plants), "n_out": n_clean}
+    assert not set(expect) & {p.id for p in load_pairs(stage.output)}

@@ -65,8 +65,8 @@ def test_changed_weight_makes_a_new_online_run(tmp_path):
     assert kinds.pop("tables") == "stage" and set(kinds.values()) == {"skip"}
     printed = dry_run("reproduce_qwen2.5-7b.sh", tmp_path, W_STR="0.0")
     kinds = _kinds(printed)
-    assert [n for n, k in kinds.items() if k == "skip"] == ["load", "difficulty", "dedup", "traces", "clip", "seed_set",
-                                                            "judge_sft"]
+    assert [n for n, k in kinds.items() if k == "skip"] == ["load", "difficulty", "dedup", "decontaminate", "traces",
+                                                            "clip", "seed_set", "judge_sft"]
     argv = {n: a for _, n, a in printed}
     out = Path(argv["online"][argv["online"].index("--out") + 1])
     assert out.name == "online_grpo_thinkj_qwen_w_str0.0" and not out.exists()
@@ -109,6 +109,6 @@ def test_failed_stage_is_named_with_its_log_and_other_settings_are_refused(tmp_p
 def test_switching_to_offline_reuses_the_shared_stages(tmp_path):
     _finish(plan(settings({"RUN_DIR": str(tmp_path), "REWARD_PRESET": "thinkj_qwen"})))
     kinds = _kinds(dry_run("reproduce_qwen2.5-7b.sh", tmp_path, LEARNING="offline"))
-    assert [n for n, k in kinds.items() if k == "skip"] == ["load", "difficulty", "dedup", "traces", "clip", "seed_set",
-                                                            "judge_sft"]
+    assert [n for n, k in kinds.items() if k == "skip"] == ["load", "difficulty", "dedup", "decontaminate", "traces",
+                                                            "clip", "seed_set", "judge_sft"]
     assert kinds["critic_sft"] == kinds["offline"] == "stage"

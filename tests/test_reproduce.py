@@ -12,7 +12,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 SCRIPTS = {"qwen2.5-7b": "qwen2.5-7b-instruct", "llama3-8b": "llama-3-8b-instruct", "qwen2.5-32b": "qwen2.5-32b-instruct"}
-DATA = ["load", "difficulty", "dedup", "traces", "clip", "seed_set", "judge_sft"]
+DATA = ["load", "difficulty", "dedup", "decontaminate", "traces", "clip", "seed_set", "judge_sft"]
 ONLINE = [*DATA, "online", "merge", "eval_rewardbench", "eval_rmbench", "eval_autoj", "tables"]
 OFFLINE = [*DATA, "critic_sft", "offline", "eval_rewardbench", "eval_rmbench", "eval_autoj", "tables"]
 
@@ -96,7 +96,7 @@ def test_env_overrides_change_the_commands(tmp_path):
     llama = {n: a for _, n, a in dry_run("reproduce_llama3-8b.sh", tmp_path)}
     assert llama["online"][llama["online"].index("--preset") + 1] == "thinkj_llama"
     offline = dry_run("reproduce_llama3-8b.sh", tmp_path, LEARNING="offline", OFFLINE_ITERATIONS="3", BENCHMARKS="rewardbench")
-    assert [n for _, n, _ in offline] == [*OFFLINE[:9], "eval_rewardbench", "tables"]
+    assert [n for _, n, _ in offline] == [*OFFLINE[:10], "eval_rewardbench", "tables"]
     argv = dict((n, a) for _, n, a in offline)
     assert argv["offline"][argv["offline"].index("--iterations") + 1] == "3"
     assert str(tmp_path / "train" / "offline" / "iter_3" / "model") in argv["eval_rewardbench"]
@@ -107,14 +107,14 @@ def test_finished_stages_are_skipped(tmp_path):
     from thinkj.pipeline import plan, settings, write_record
 
     stages = plan(settings({"RUN_DIR": str(tmp_path)}))
-    for stage in stages[:4]:  # load .. traces finished
+    for stage in stages[:5]:  # load .. traces finished
         stage.output.parent.mkdir(parents=True, exist_ok=True)
         stage.output.write_text("{}")
         write_record(stage)
     printed = dry_run("reproduce.sh", tmp_path)
-    assert [(k, n) for k, n, _ in printed[:5]] == [("skip", "load"), ("skip", "difficulty"), ("skip", "dedup"),
-                                                    ("skip", "traces"), ("stage", "clip")]
-    assert not any(p.exists() for p in (s.output for s in stages[4:]))  # a dry run writes nothing
+    assert [(k, n) for k, n, _ in printed[:6]] == [("skip", "load"), ("skip", "difficulty"), ("skip", "dedup"),
+                                                    ("skip", "decontaminate"), ("skip", "traces"), ("stage", "clip")]
+    assert not any(p.exists() for p in (s.output for s in stages[5:]))  # a dry run writes nothing
 
 
 def test_bad_settings_fail_clearly(tmp_path):

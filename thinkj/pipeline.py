@@ -7,7 +7,8 @@
     SEED=1 bash scripts/reproduce_qwen2.5-7b.sh                    # another seed, in runs/<profile>_seed1
     python -m thinkj.pipeline --print-env                          # the settings and their defaults
 
-Stages (paper §3): load -> difficulty -> dedup -> traces -> clip -> seed-set (data selection, LIMJ707) ->
+Stages (paper §3): load -> difficulty -> dedup -> decontaminate (ours: no pair holding an item of BENCHMARKS) ->
+traces -> clip -> seed-set (data selection, LIMJ707) ->
 judge SFT (+ critic SFT for offline) -> offline critic-guided DPO or online RL (verl) -> evaluation on
 each benchmark -> tables.
 
@@ -50,7 +51,14 @@ from pathlib import Path
 
 from thinkj import stage_runner
 from thinkj.errors import ThinkJError, exit_on_user_error
-from thinkj.pipeline_checks import _check_lf_overrides, _check_verl_overrides, _split, benchmark_data
+from thinkj.pipeline_checks import (
+    _check_lf_overrides,
+    _check_verl_overrides,
+    _split,
+    against_args,
+    benchmark_data,
+    benchmark_inputs,
+)
 from thinkj.records import write_json
 from thinkj.stage_runner import fingerprints
 from thinkj.staging import promote
@@ -70,6 +78,8 @@ DEFAULTS: dict[str, tuple[str, str]] = {
                                       "max_new_tokens]; lower it for a judge whose context is shorter"),
     "DEDUP_MODEL": ("hkunlp/instructor-large", "embedding model of the diversity filter (paper: instructor-large)"),
     "DEDUP_THRESHOLD": ("0.9", "cosine similarity at or above which a pair is a duplicate"),
+    "DECONTAM_ENCODER": ("", "embedding rule of the decontamination stage, DEDUP_MODEL's names; none = off [DEDUP_MODEL]"),
+    "DECONTAM_THRESHOLD": ("0.95", "cosine similarity at or above which a training text copies a benchmark item"),
     "TEACHER_MODEL": ("deepseek-reasoner", "R1 teacher for the thinking traces"),
     "TEACHER_URL": ("https://api.deepseek.com/v1", "OpenAI-compatible base URL of the teacher"),
     "TEACHER_KEY_ENV": ("DEEPSEEK_API_KEY", "name of the env var holding the teacher's API key (never printed)"),
@@ -110,6 +120,7 @@ STAGE_SETTINGS: dict[str, tuple[str, ...]] = {
     "load": ("TRAIN_SOURCE", "SOURCE_LOCATION", "SOURCE_LIMIT"),
     "difficulty": ("MODEL_PROFILE", "JUDGE_BACKEND", "SEED", "DIFFICULTY_MAX_NEW_TOKENS"),
     "dedup": ("DEDUP_MODEL", "DEDUP_THRESHOLD"),
+    "decontaminate": ("BENCHMARKS", "BENCHMARK_DATA", "DECONTAM_ENCODER", "DECONTAM_THRESHOLD"),
     "traces": ("TEACHER_MODEL", "TEACHER_URL"),
     "judge_sft": ("SFT_OVERRIDES",),
     "offline": ("OFFLINE_ITERATIONS", "DPO_OVERRIDES", "PAIR_LIMIT", "PAIR_MAX_NEW_TOKENS"),
@@ -232,9 +243,9 @@ def validate(s: dict[str, str]) -> None:
             _positive_int(name, s[name])
     if s["SEED"] and (not s["SEED"].isdigit() or int(s["SEED"]) >= 2**32):
         raise ThinkJError(f"SEED={s['SEED']!r}: must be a whole number from 0 to {2**32 - 1}")
-    threshold = _finite("DEDUP_THRESHOLD", s["DEDUP_THRESHOLD"])
-    if not 0 < threshold <= 1:
-        raise ThinkJError(f"DEDUP_THRESHOLD={s['DEDUP_THRESHOLD']!r}: must be in (0, 1]")
+    for name in ("DEDUP_THRESHOLD", "DECONTAM_THRESHOLD"):
+        if not 0 < _finite(name, s[name]) <= 1:
+            raise ThinkJError(f"{name}={s[name]!r}: must be in (0, 1]")
     defaults = PRESETS.lookup(s["REWARD_PRESET"]).defaults
     for name in WEIGHT_SETTINGS:
         if s[name]:
@@ -321,6 +332,7 @@ def plan(s: dict[str, str]) -> list[Stage]:
     data, train = run / "data", run / "train"
     source, hard, kept = data / "source.jsonl", data / "difficulty" / "kept.jsonl", data / "dedup" / "kept.jsonl"
     traces, clipped, seed = data / "traces" / "traces.jsonl", data / "clip" / "clipped.jsonl", data / "seed_set"
+    clean = data / "decontaminate" / "kept.jsonl"
     hub = _profile_hub_id(s["MODEL_PROFILE"], fetched=s["DRY_RUN"] != "1")
     profile = _profile_path(s["MODEL_PROFILE"])
     budget = s["DIFFICULTY_MAX_NEW_TOKENS"] or str(_profile_budget(s["MODEL_PROFILE"]))
@@ -344,9 +356,12 @@ def plan(s: dict[str, str]) -> list[Stage]:
               hard, inputs={"pairs": source, "profile": profile}),
         Stage("dedup", [py, "-m", "data_prep.dedup", "--in", str(hard), "--out", str(kept), "--model", s["DEDUP_MODEL"],
                         "--threshold", s["DEDUP_THRESHOLD"]], kept, inputs={"pairs": hard}),
-        Stage("traces", ["thinkj", "data", "traces", str(kept), str(traces), "--model", s["TEACHER_MODEL"],
+        Stage("decontaminate", ["thinkj", "data", "decontaminate", str(kept), str(clean), *against_args(s),
+                                "--encoder", s["DECONTAM_ENCODER"] or s["DEDUP_MODEL"], "--threshold",
+                                s["DECONTAM_THRESHOLD"]], clean, inputs={"pairs": kept, **benchmark_inputs(s)}),
+        Stage("traces", ["thinkj", "data", "traces", str(clean), str(traces), "--model", s["TEACHER_MODEL"],
                          "--base-url", s["TEACHER_URL"], "--api-key-env", s["TEACHER_KEY_ENV"]], traces,
-              inputs={"pairs": kept}),
+              inputs={"pairs": clean}),
         Stage("clip", ["thinkj", "data", "clip", str(traces), str(clipped), "--tokenizer", hub], clipped,
               inputs={"traces": traces, "profile": profile}),
         Stage("seed_set", ["thinkj", "data", "seed-set", str(clipped), str(seed)], seed / "dataset_info.json",

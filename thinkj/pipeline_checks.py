@@ -57,3 +57,16 @@ def benchmark_data(s: Mapping[str, str]) -> dict[str, str]:
             raise ThinkJError(f"BENCHMARK_DATA: {bench}={where}: no such file or folder")
         out[bench] = where
     return out
+
+
+def against_args(s: Mapping[str, str]) -> list[str]:
+    """The decontamination stage's ``--against`` items: every benchmark of BENCHMARKS, with its BENCHMARK_DATA entry
+    when it has one (else its hub set), so the training data is checked against exactly what is evaluated."""
+    data = benchmark_data(s)
+    return [x for bench in s["BENCHMARKS"].split() for x in ("--against", f"{bench}={data[bench]}" if bench in data
+                                                                         else bench)]
+
+
+def benchmark_inputs(s: Mapping[str, str]) -> dict[str, Path]:
+    """The local benchmark data as stage inputs (``benchmark_<name>``): their content goes into the record."""
+    return {f"benchmark_{bench}": Path(where) for bench, where in benchmark_data(s).items() if Path(where).exists()}
