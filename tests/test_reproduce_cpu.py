@@ -31,7 +31,7 @@ from test_reproduce import dry_run  # tests/ is on sys.path (a site-packages `te
 ROOT = Path(__file__).resolve().parent.parent
 SHARED = ROOT.parent / "shared" / "data"
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(1800)]
-DATA_AND_SFT = ("load", "difficulty", "dedup", "traces", "clip", "seed_set", "judge_sft")
+DATA_AND_SFT = ("load", "difficulty", "dedup", "decontaminate", "traces", "clip", "seed_set", "judge_sft")
 
 
 def reproduce(run_dir: Path, log: Path, **env: str) -> subprocess.CompletedProcess:
