@@ -163,12 +163,13 @@ def recorded_training_data(model: str | os.PathLike) -> list[Path]:
     return found
 
 
-def warn_training_overlap(model: str, benchmark: str, data: str | None, out: TextIO = sys.stderr) -> int:
+def warn_training_overlap(model: str, benchmark: str, data: str | None, out: TextIO | None = None) -> int:
     """Before an evaluation: warn when the model's recorded training data holds items of ``benchmark`` (exact and
     n-gram rules). Returns the number of training rows holding an item (0 when nothing is recorded)."""
     paths = recorded_training_data(model)
     if not paths:
         return 0
+    out = out or sys.stderr  # looked up now: a caller may have redirected stderr since import
     against = [f"{benchmark}={data}" if data else benchmark]
     try:
         benchmarks = read_against(against)

@@ -112,6 +112,9 @@ def run(benchmark: str = typer.Argument(..., help=BENCH_HELP),
                      SamplingParams(temperature=temperature, top_p=top_p, max_new_tokens=max_new_tokens, seed=seed),
                      {k: str(v) for k, v in _pairs(tag, "--tag").items()}, protocol, unparsed_half, chunk, kwargs,
                      context_length, tokenizer, max_failure_rate=max_failure_rate)
+    from thinkj.data.overlap import warn_training_overlap
+
+    warn_training_overlap(model, benchmark, data)  # the model's recorded training data holding this benchmark's items
     path = run_eval(cfg)
     document = json.loads(path.read_text())
     typer.echo(json.dumps(document["metrics"]))
