@@ -240,9 +240,31 @@ def test_pipeline_stage_checks_the_run_benchmarks_and_records_their_data(tmp_pat
                                          logs=tmp_path / "logs", out=progress)
     assert outcome.ran == ["decontaminate"]
     record = json.loads(stage.record.read_text())
-    assert record["settings"]["BENCHMARKS"] == "autoj rmbench" and record["settings"]["BENCHMARK_DATA"] == data
+    assert record["settings"]["DECONTAM_AGAINST"] == data and record["settings"]["DECONTAM_ENCODER"] == "none"
     assert record["paths"]["benchmark_autoj"] == against[0].split("=", 1)[1]
     assert all(record["inputs"][f"benchmark_{b}"].startswith("sha256:") for b in ("autoj", "rmbench"))
     n_clean = 20 + 40  # random rows + near-misses
     assert record["counts"] == {"rows": n_clean, "n_in": n_clean + len(plants), "n_out": n_clean}
     assert not set(expect) & {p.id for p in load_pairs(stage.output)}
+
+
+def test_pipeline_reuses_the_stage_for_fewer_benchmarks_and_refuses_a_new_one(tmp_path):
+    """A rerun that evaluates a subset of the checked benchmarks keeps the stage (and the teacher traces after it);
+    one that adds a benchmark stops, naming what the data was checked against: it was never checked against it."""
+    from thinkj.pipeline import is_done, plan, settings, write_record
+
+    against = _against()
+    run = {"RUN_DIR": str(tmp_path / "run"), "DECONTAM_ENCODER": "none", "DRY_RUN": "1"}
+    first = {st.name: st for st in plan(settings({**run, "BENCHMARKS": "autoj rmbench",
+                                                  "BENCHMARK_DATA": " ".join(against)}))}
+    for name in ("load", "difficulty", "dedup", "decontaminate", "traces"):
+        first[name].output.parent.mkdir(parents=True, exist_ok=True)
+        first[name].output.write_text("{}\n")
+        write_record(first[name])
+    fewer = {st.name: st for st in plan(settings({**run, "BENCHMARKS": "autoj", "BENCHMARK_DATA": against[0]}))}
+    assert fewer["decontaminate"].argv == first["decontaminate"].argv
+    assert is_done(fewer["decontaminate"]) and is_done(fewer["traces"])
+    more = {st.name: st for st in plan(settings({**run, "BENCHMARKS": "autoj rmbench synthetic",
+                                                 "BENCHMARK_DATA": " ".join(against) + f" synthetic={tmp_path}/t.jsonl"}))}
+    with pytest.raises(ThinkJError, match="stage decontaminate was done with other settings .DECONTAM_AGAINST="):
+        is_done(more["decontaminate"])

@@ -55,9 +55,9 @@ from thinkj.pipeline_checks import (
     _check_lf_overrides,
     _check_verl_overrides,
     _split,
-    against_args,
     benchmark_data,
     benchmark_inputs,
+    decontaminate_against,
 )
 from thinkj.records import write_json
 from thinkj.stage_runner import fingerprints
@@ -120,7 +120,7 @@ STAGE_SETTINGS: dict[str, tuple[str, ...]] = {
     "load": ("TRAIN_SOURCE", "SOURCE_LOCATION", "SOURCE_LIMIT"),
     "difficulty": ("MODEL_PROFILE", "JUDGE_BACKEND", "SEED", "DIFFICULTY_MAX_NEW_TOKENS"),
     "dedup": ("DEDUP_MODEL", "DEDUP_THRESHOLD"),
-    "decontaminate": ("BENCHMARKS", "BENCHMARK_DATA", "DECONTAM_ENCODER", "DECONTAM_THRESHOLD"),
+    "decontaminate": ("DECONTAM_ENCODER", "DECONTAM_THRESHOLD"),  # + the benchmarks it checked (DECONTAM_AGAINST)
     "traces": ("TEACHER_MODEL", "TEACHER_URL"),
     "judge_sft": ("SFT_OVERRIDES",),
     "offline": ("OFFLINE_ITERATIONS", "DPO_OVERRIDES", "PAIR_LIMIT", "PAIR_MAX_NEW_TOKENS"),
@@ -306,6 +306,8 @@ def _with_settings(stages: list[Stage], s: dict[str, str]) -> list[Stage]:
             out.append(Stage(stage.name, stage.argv, stage.output, {"TABLES": s["TABLES"]}, stage.inputs))
             continue
         seen.update({name: record_value(name, s[name]) for name in STAGE_SETTINGS.get(kind, ())})
+        if kind == "decontaminate":  # the benchmarks it checked bind every later stage (a new one redoes them)
+            seen["DECONTAM_AGAINST"] = " ".join(a for i, a in enumerate(stage.argv) if stage.argv[i - 1] == "--against")
         extra = {}
         if kind == "eval":
             bench = stage.name[len("eval_"):]
@@ -333,6 +335,7 @@ def plan(s: dict[str, str]) -> list[Stage]:
     source, hard, kept = data / "source.jsonl", data / "difficulty" / "kept.jsonl", data / "dedup" / "kept.jsonl"
     traces, clipped, seed = data / "traces" / "traces.jsonl", data / "clip" / "clipped.jsonl", data / "seed_set"
     clean = data / "decontaminate" / "kept.jsonl"
+    against = decontaminate_against(s, clean.parent / "decontaminate.done.json")
     hub = _profile_hub_id(s["MODEL_PROFILE"], fetched=s["DRY_RUN"] != "1")
     profile = _profile_path(s["MODEL_PROFILE"])
     budget = s["DIFFICULTY_MAX_NEW_TOKENS"] or str(_profile_budget(s["MODEL_PROFILE"]))
@@ -356,9 +359,10 @@ def plan(s: dict[str, str]) -> list[Stage]:
               hard, inputs={"pairs": source, "profile": profile}),
         Stage("dedup", [py, "-m", "data_prep.dedup", "--in", str(hard), "--out", str(kept), "--model", s["DEDUP_MODEL"],
                         "--threshold", s["DEDUP_THRESHOLD"]], kept, inputs={"pairs": hard}),
-        Stage("decontaminate", ["thinkj", "data", "decontaminate", str(kept), str(clean), *against_args(s),
-                                "--encoder", s["DECONTAM_ENCODER"] or s["DEDUP_MODEL"], "--threshold",
-                                s["DECONTAM_THRESHOLD"]], clean, inputs={"pairs": kept, **benchmark_inputs(s)}),
+        Stage("decontaminate", ["thinkj", "data", "decontaminate", str(kept), str(clean),
+                                *[x for item in against for x in ("--against", item)], "--encoder",
+                                s["DECONTAM_ENCODER"] or s["DEDUP_MODEL"], "--threshold", s["DECONTAM_THRESHOLD"]],
+              clean, inputs={"pairs": kept, **benchmark_inputs(against)}),
         Stage("traces", ["thinkj", "data", "traces", str(clean), str(traces), "--model", s["TEACHER_MODEL"],
                          "--base-url", s["TEACHER_URL"], "--api-key-env", s["TEACHER_KEY_ENV"]], traces,
               inputs={"pairs": clean}),

@@ -59,14 +59,21 @@ def benchmark_data(s: Mapping[str, str]) -> dict[str, str]:
     return out
 
 
-def against_args(s: Mapping[str, str]) -> list[str]:
-    """The decontamination stage's ``--against`` items: every benchmark of BENCHMARKS, with its BENCHMARK_DATA entry
-    when it has one (else its hub set), so the training data is checked against exactly what is evaluated."""
+def decontaminate_against(s: Mapping[str, str], record: Path) -> list[str]:
+    """What the decontamination stage checks, as ``NAME`` or ``NAME=DATA`` items: every benchmark of BENCHMARKS with
+    its BENCHMARK_DATA entry (else its hub set). When the stage's record already covers all of them (a rerun that
+    evaluates fewer benchmarks), the recorded items: the data was checked against those, and stays valid."""
     data = benchmark_data(s)
-    return [x for bench in s["BENCHMARKS"].split() for x in ("--against", f"{bench}={data[bench]}" if bench in data
-                                                                         else bench)]
+    now = [f"{bench}={data[bench]}" if bench in data else bench for bench in s["BENCHMARKS"].split()]
+    from thinkj.stage_runner import read_record
+
+    argv = (read_record(record) or {}).get("argv") or []
+    done = [a for i, a in enumerate(argv) if i and argv[i - 1] == "--against"]
+    return done if done and set(now) <= set(done) else now
 
 
-def benchmark_inputs(s: Mapping[str, str]) -> dict[str, Path]:
-    """The local benchmark data as stage inputs (``benchmark_<name>``): their content goes into the record."""
-    return {f"benchmark_{bench}": Path(where) for bench, where in benchmark_data(s).items() if Path(where).exists()}
+def benchmark_inputs(items: list[str]) -> dict[str, Path]:
+    """The local benchmark data of ``NAME=DATA`` items as stage inputs (``benchmark_<name>``), so the stage's record
+    keeps their content."""
+    pairs = [item.partition("=") for item in items]
+    return {f"benchmark_{name}": Path(where) for name, _, where in pairs if where and Path(where).exists()}
