@@ -15,8 +15,10 @@ PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
 
 @pytest.fixture(scope="module")
-def grpo_run(tiny_model_dir, tmp_path_factory):
-    """Two GRPO steps through `thinkj train rl --engine trl` (the CLI builds the run; the marker records it)."""
+def grpo_run(judge, tmp_path_factory):
+    """Two GRPO steps through `thinkj train rl --engine trl` (the CLI builds the run; the marker records it). The
+    policy is conftest's tiny judge, which writes parsable verdicts within 96 tokens: the random tiny model scored 0
+    on every completion, so no check of the reward could fail."""
     from typer.testing import CliRunner
 
     from thinkj.online.trl_grpo import DONE_MARKER, GRPORun
@@ -24,10 +26,10 @@ def grpo_run(tiny_model_dir, tmp_path_factory):
 
     tmp = tmp_path_factory.mktemp("trl")
     write_jsonl(tmp / "pairs.jsonl", [p.to_dict() for p in make_pairs(8, seed=1)])
-    result = CliRunner().invoke(app, ["rl", "--engine", "trl", "--algo", "grpo", "--model", str(tiny_model_dir),
+    result = CliRunner().invoke(app, ["rl", "--engine", "trl", "--algo", "grpo", "--model", str(judge),
                                       "--data", str(tmp / "pairs.jsonl"), "--out", str(tmp / "out"), "--weight", "w_str=0.5",
-                                      "--steps", "2", "--lr", "1e-4", "--num-generations", "2", "--prompts-per-step", "2",
-                                      "--max-completion-length", "12", "--device", "cpu", "save_steps=1"])
+                                      "--steps", "2", "--lr", "1e-4", "--num-generations", "4", "--prompts-per-step", "2",
+                                      "--max-completion-length", "96", "--device", "cpu", "save_steps=1"])
     assert result.exit_code == 0, result.output
     summary = json.loads((tmp / "out" / DONE_MARKER).read_text())
     assert json.loads(result.output[result.output.rindex('{\n "engine"'):])["steps"] == summary["steps"]
@@ -59,12 +61,24 @@ def test_trl_grpo_runs_with_thinkj_reward(grpo_run):
                               preset="thinkj_qwen", w_str=0.5)["score"] for s in samples]
     assert [s["score"] for s in samples] == pytest.approx(rescored)
     assert steps[-1]["reward"] == pytest.approx(sum(rescored) / len(rescored), abs=1e-4)
+    # the reward varied and a right verdict was paid (acc 1 + format + 0.5 x strength >= 1): with every reward 0 the
+    # checks above hold whatever the sign. Fails with the sign of RecordingReward's returned scores flipped (the
+    # logged reward and the samples' scores no longer match the pure function's), tried once.
+    assert len({s["score"] for s in samples}) > 1
+    right = [s for s in samples if s["pred"] == s["label"]]
+    assert right and all(s["score"] >= 1.0 for s in right)
     assert AutoModelForCausalLM.from_pretrained(summary["model_dir"]).num_parameters() > 0
     assert Path(summary["curves"]).read_bytes()[:8] == PNG_MAGIC
-    # finished runs are not redone
+    # finished runs are not redone: the marker, the weights and the samples keep their bytes and mtimes. Comparing the
+    # returned summary with the marker also passed after a full retrain (it rewrites both); this fails with the
+    # done check bypassed (trl_grpo._finished_with returning None), tried once.
     from thinkj.online.trl_grpo import run_trl_grpo
 
-    assert run_trl_grpo(run) == json.loads((Path(run.out_dir) / "thinkj_online_done.json").read_text())
+    marker = Path(run.out_dir) / "thinkj_online_done.json"
+    kept = [marker, Path(summary["model_dir"]) / "model.safetensors", Path(summary["samples"])]
+    before = {p: (p.stat().st_mtime_ns, p.read_bytes()) for p in kept}
+    assert run_trl_grpo(run) == json.loads(marker.read_text())
+    assert {p: (p.stat().st_mtime_ns, p.read_bytes()) for p in kept} == before
 
 
 @pytest.mark.slow
