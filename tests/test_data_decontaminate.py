@@ -268,3 +268,10 @@ def test_pipeline_reuses_the_stage_for_fewer_benchmarks_and_refuses_a_new_one(tm
                                                  "BENCHMARK_DATA": " ".join(against) + f" synthetic={tmp_path}/t.jsonl"}))}
     with pytest.raises(ThinkJError, match="stage decontaminate was done with other settings .DECONTAM_AGAINST="):
         is_done(more["decontaminate"])
+    report = {st.name: st for st in plan(settings({**run, "DECONTAMINATE": "report", "BENCHMARKS": "autoj",
+                                                   "BENCHMARK_DATA": against[0]}))}
+    assert report["decontaminate"].argv[-1] == "--report-only"  # the CPU rehearsal's fruit task: report, keep all
+    from thinkj.pipeline import validate
+
+    with pytest.raises(ThinkJError, match="DECONTAMINATE='keep': must be one of drop, report"):
+        validate(settings({**run, "DECONTAMINATE": "keep"}))

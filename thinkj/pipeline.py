@@ -80,6 +80,7 @@ DEFAULTS: dict[str, tuple[str, str]] = {
     "DEDUP_THRESHOLD": ("0.9", "cosine similarity at or above which a pair is a duplicate"),
     "DECONTAM_ENCODER": ("", "embedding rule of the decontamination stage, DEDUP_MODEL's names; none = off [DEDUP_MODEL]"),
     "DECONTAM_THRESHOLD": ("0.95", "cosine similarity at or above which a training text copies a benchmark item"),
+    "DECONTAMINATE": ("drop", "drop | report: pairs holding a benchmark item are dropped, or only reported"),
     "TEACHER_MODEL": ("deepseek-reasoner", "R1 teacher for the thinking traces"),
     "TEACHER_URL": ("https://api.deepseek.com/v1", "OpenAI-compatible base URL of the teacher"),
     "TEACHER_KEY_ENV": ("DEEPSEEK_API_KEY", "name of the env var holding the teacher's API key (never printed)"),
@@ -120,7 +121,7 @@ STAGE_SETTINGS: dict[str, tuple[str, ...]] = {
     "load": ("TRAIN_SOURCE", "SOURCE_LOCATION", "SOURCE_LIMIT"),
     "difficulty": ("MODEL_PROFILE", "JUDGE_BACKEND", "SEED", "DIFFICULTY_MAX_NEW_TOKENS"),
     "dedup": ("DEDUP_MODEL", "DEDUP_THRESHOLD"),
-    "decontaminate": ("DECONTAM_ENCODER", "DECONTAM_THRESHOLD"),  # + the benchmarks it checked (DECONTAM_AGAINST)
+    "decontaminate": ("DECONTAMINATE", "DECONTAM_ENCODER", "DECONTAM_THRESHOLD"),  # + the benchmarks it checked (DECONTAM_AGAINST)
     "traces": ("TEACHER_MODEL", "TEACHER_URL"),
     "judge_sft": ("SFT_OVERRIDES",),
     "offline": ("OFFLINE_ITERATIONS", "DPO_OVERRIDES", "PAIR_LIMIT", "PAIR_MAX_NEW_TOKENS"),
@@ -235,6 +236,7 @@ def validate(s: dict[str, str]) -> None:
     _one_of("JUDGE_BACKEND", s["JUDGE_BACKEND"], ("vllm", "hf"))
     _one_of("LEARNING", s["LEARNING"], ("online", "offline"))
     _one_of("RL_ALGO", s["RL_ALGO"], RL_ALGOS)
+    _one_of("DECONTAMINATE", s["DECONTAMINATE"], ("drop", "report"))
     _one_of("REWARD_PRESET", s["REWARD_PRESET"], sorted(PRESETS))
     for name in ("TP", "NNODES", "GPUS_PER_NODE", "OFFLINE_ITERATIONS", "MAX_NEW_TOKENS"):
         _positive_int(name, s[name])
@@ -361,7 +363,8 @@ def plan(s: dict[str, str]) -> list[Stage]:
                         "--threshold", s["DEDUP_THRESHOLD"]], kept, inputs={"pairs": hard}),
         Stage("decontaminate", ["thinkj", "data", "decontaminate", str(kept), str(clean),
                                 *[x for item in against for x in ("--against", item)], "--encoder",
-                                s["DECONTAM_ENCODER"] or s["DEDUP_MODEL"], "--threshold", s["DECONTAM_THRESHOLD"]],
+                                s["DECONTAM_ENCODER"] or s["DEDUP_MODEL"], "--threshold", s["DECONTAM_THRESHOLD"],
+                                *(["--report-only"] if s["DECONTAMINATE"] == "report" else [])],
               clean, inputs={"pairs": kept, **benchmark_inputs(against)}),
         Stage("traces", ["thinkj", "data", "traces", str(clean), str(traces), "--model", s["TEACHER_MODEL"],
                          "--base-url", s["TEACHER_URL"], "--api-key-env", s["TEACHER_KEY_ENV"]], traces,
