@@ -6,6 +6,8 @@
     # GPU node: vLLM, tensor parallel over 4 GPUs, the judge being filtered for (e.g. Qwen2.5-7B-Instruct)
     python -m data_prep.difficulty --in runs/limj/source/skywork.jsonl --out runs/limj/difficulty/kept.jsonl \
         --model Qwen/Qwen2.5-7B-Instruct --backend vllm --tp 4 --max-model-len 8192 --temperature 1.0 --k 3
+    # every GPU of an 8-GPU node: 8 vLLM workers of TP 1, each over an eighth of the pairs
+    python -m data_prep.difficulty ... --backend vllm --tp 1 --data-parallel 8
 
 Writes the kept pairs, ``<out>.judgments.jsonl`` (every sample), ``<out>.summary.json`` (counts in/out,
 failure histogram, per-pair failure counts, calls and failed calls) and a result cache ``<out>.cache.sqlite``:
@@ -51,6 +53,9 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--batch-size", type=int, default=None, help="HF backend batch size")
     parser.add_argument("--backend-arg", action="append", default=[], metavar="KEY=VALUE",
                         help="extra backend keyword (value parsed as JSON when possible), repeatable")
+    parser.add_argument("--data-parallel", type=int, default=1,
+                        help="worker processes, each on its own TP GPUs over a contiguous shard of the pairs, "
+                             "merged in input order; a rerun resumes (thinkj.inference.data_parallel) [1]")
     parser.add_argument("--max-failure-rate", type=float, default=0.0,
                         help="share of generation calls that may fail after retries with exit status 0 [0]")
     args = parser.parse_args(argv)
@@ -74,7 +79,7 @@ def main(argv: list[str] | None = None) -> dict:
                              temperature=args.temperature, top_p=args.top_p, max_new_tokens=args.max_new_tokens,
                              seed=args.seed, min_failures=args.min_failures, strict=args.strict, cache_path=args.cache,
                              backend_kwargs=kwargs, limit=args.limit, context_length=args.context_length,
-                             max_failure_rate=args.max_failure_rate)
+                             max_failure_rate=args.max_failure_rate, data_parallel=args.data_parallel)
     print(json.dumps({k: v for k, v in summary.items() if k != "failures_per_pair"}, indent=1))
     return summary
 

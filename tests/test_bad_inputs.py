@@ -215,7 +215,8 @@ def test_bad_input_is_one_line_exit_2_and_leaves_nothing(case, tmp_path, monkeyp
 def test_failed_pipeline_stage_names_the_stage_and_its_log(tmp_path):
     files = _files(tmp_path)
     env = {**os.environ, "RUN_DIR": str(files["outdir"]), "TRAIN_SOURCE": "hh_rlhf", "SOURCE_LOCATION": str(files["hh"]),
-           "PYTHONPATH": str(ROOT), "PATH": f"{VENV_BIN}:{os.environ['PATH']}", "DEEPSEEK_API_KEY": "unused-here"}
+           "PYTHONPATH": str(ROOT), "PATH": f"{VENV_BIN}:{os.environ['PATH']}", "DEEPSEEK_API_KEY": "unused-here",
+           "NNODES": "1"}  # NNODES=2 without a Ray cluster is refused before stage 1
     env.pop("THINKJ_TRACEBACK", None)
     proc = subprocess.run([sys.executable, "-m", "thinkj.pipeline"], cwd=ROOT, env=env, capture_output=True, text=True,
                           timeout=300)

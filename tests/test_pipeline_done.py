@@ -79,7 +79,7 @@ def test_changed_weight_makes_a_new_online_run(tmp_path):
 def _pipeline(tmp_path: Path, **env: str) -> subprocess.CompletedProcess:
     full = {k: v for k, v in os.environ.items() if not k.startswith("W_")}
     full.update(RUN_DIR=str(tmp_path / "run"), JUDGE_BACKEND="hf", HF_HUB_OFFLINE="1", PYTHONPATH=str(ROOT),
-                DEEPSEEK_API_KEY="unused-here",
+                DEEPSEEK_API_KEY="unused-here", NNODES="1",  # NNODES=2 without a Ray cluster is refused before stage 1
                 PATH=f"{Path(sys.executable).parent}:{os.environ['PATH']}", **env)
     return subprocess.run([sys.executable, "-m", "thinkj.pipeline"], cwd=ROOT, env=full, capture_output=True, text=True,
                           timeout=300)

@@ -73,7 +73,8 @@ DEFAULTS: dict[str, tuple[str, str]] = {
     "SOURCE_LOCATION": ("", "hub name or local file for the source [the loader's hub default]"),
     "SOURCE_LIMIT": ("", "keep the first N pairs [all]"),
     "JUDGE_BACKEND": ("vllm", "inference backend for difficulty filtering and evaluation: vllm | hf"),
-    "TP": ("1", "vLLM tensor_parallel_size (32B: 4)"),
+    "TP": ("1", "vLLM tensor_parallel_size (32B: 4); the difficulty filter and evaluation run GPUS_PER_NODE / TP "
+                "workers of TP GPUs each on the node"),
     "DIFFICULTY_MAX_NEW_TOKENS": ("", "generation budget per judgment of the difficulty filter [MODEL_PROFILE's "
                                       "max_new_tokens]; lower it for a judge whose context is shorter"),
     "DEDUP_MODEL": ("hkunlp/instructor-large", "embedding model of the diversity filter (paper: instructor-large)"),
@@ -274,6 +275,9 @@ def validate(s: dict[str, str]) -> None:
         raise ThinkJError(f"W_CON={s['W_CON']!r}: the consistency term needs both orders of a comparison in one step: "
                           "set RL_ALGO=grpo_consistent")
     _one_of("DEVICE", s["DEVICE"], ("gpu", "cpu"))
+    if s["DEVICE"] == "gpu" and int(s["TP"]) > int(s["GPUS_PER_NODE"]):
+        raise ThinkJError(f"TP={s['TP']}: more than the node's GPUS_PER_NODE={s['GPUS_PER_NODE']} (the inference "
+                          "stages run GPUS_PER_NODE / TP workers of TP GPUs each)")
     for name in ("PAIR_LIMIT", "PAIR_MAX_NEW_TOKENS", "RL_STEPS"):
         if s[name]:
             _positive_int(name, s[name])
@@ -343,6 +347,9 @@ def plan(s: dict[str, str]) -> list[Stage]:
     budget = s["DIFFICULTY_MAX_NEW_TOKENS"] or str(_profile_budget(s["MODEL_PROFILE"]))
     lf_config = CONFIGS / "llamafactory"
     tp = ["--tp", s["TP"]] if s["JUDGE_BACKEND"] == "vllm" else []
+    # the inference stages use every GPU of the node: GPUS_PER_NODE / TP workers (thinkj.inference.data_parallel)
+    workers = int(s["GPUS_PER_NODE"]) // int(s["TP"]) if s["DEVICE"] == "gpu" else 1
+    dp = ["--data-parallel", str(workers)] if workers > 1 else []
     # unset SEED passes nothing: each stage keeps its own default (STAGE_SEEDS)
     seed_opt, lf_seed = _opt("--seed", s["SEED"]), [f"seed={s['SEED']}"] if s["SEED"] else []
     # A local SOURCE_LOCATION is an input whose content the load stage's record keeps; a hub name is not local.
@@ -356,7 +363,7 @@ def plan(s: dict[str, str]) -> list[Stage]:
                        *_opt("--location", s["SOURCE_LOCATION"]), *_opt("--limit", s["SOURCE_LIMIT"])], source,
               inputs=local_source),
         Stage("difficulty", [py, "-m", "data_prep.difficulty", "--in", str(source), "--out", str(hard), "--model", hub,
-                             "--backend", s["JUDGE_BACKEND"], *tp, "--k", "3", "--temperature", "1.0",
+                             "--backend", s["JUDGE_BACKEND"], *tp, *dp, "--k", "3", "--temperature", "1.0",
                              "--max-new-tokens", budget, *seed_opt],
               hard, inputs={"pairs": source, "profile": profile}),
         Stage("dedup", [py, "-m", "data_prep.dedup", "--in", str(hard), "--out", str(kept), "--model", s["DEDUP_MODEL"],
@@ -421,6 +428,7 @@ def plan(s: dict[str, str]) -> list[Stage]:
     evals = run / "eval" / Path(final).relative_to(train).as_posix().replace("/", "_")
     tags = {"model": s["MODEL_NAME"], "method": method, "train_data": s["TRAIN_DATA_NAME"]}
     tags.update({name.lower(): s[name] for name in ("W_FMT", "W_STR", "W_CON") if s[name]})
+    from thinkj.evaluation.registry import get_benchmark
     if s["LEARNING"] == "offline":
         tags["iteration"] = s["OFFLINE_ITERATIONS"]
     tag_args = [x for k, v in tags.items() for x in ("--tag", f"{k}={v}")]
@@ -430,7 +438,8 @@ def plan(s: dict[str, str]) -> list[Stage]:
                                               "--max-new-tokens", s["MAX_NEW_TOKENS"], *_opt("--limit", s["EVAL_LIMIT"]),
                                               *seed_opt, *_opt("--data", bench_data.get(bench, "")),
                                               *(["--backend-arg", f"tensor_parallel_size={s['TP']}"]
-                                                if s["JUDGE_BACKEND"] == "vllm" else [])],
+                                                if s["JUDGE_BACKEND"] == "vllm" else []),
+                                              *(dp if get_benchmark(bench).run is None else [])],  # own runner: 1
                             evals / bench / f"{bench}.results.json",
                             inputs={"model": final, **({"data": Path(bench_data[bench])} if bench in bench_data
                                                        and Path(bench_data[bench]).exists() else {})}))

@@ -82,13 +82,17 @@ def run_difficulty(in_path: str | os.PathLike, out_path: str | os.PathLike, *, m
                    cache_path: str | os.PathLike | None = None, backend_kwargs: dict[str, Any] | None = None,
                    backend_obj: InferenceBackend | None = None, limit: int | None = None,
                    chunk: int = DEFAULT_CHUNK, context_length: int | None = None,
-                   budget: PromptBudget | None = None, max_failure_rate: float = 0.0) -> dict[str, Any]:
+                   budget: PromptBudget | None = None, max_failure_rate: float = 0.0,
+                   data_parallel: int = 1) -> dict[str, Any]:
     """Judge each pair ``k`` times; write pairs with at least ``min_failures`` failures and a summary.
 
     ``backend_obj`` passes a ready backend (tests, or a caller that judges several files with one engine);
-    otherwise ``make_backend(backend, model, **backend_kwargs)``. Tie pairs cannot be judged wrong by an a/b
-    judge in a meaningful way, so they are left out and counted. Failed calls past ``max_failure_rate``, or an
-    output that keeps nothing, raise :class:`StageIncomplete` once the outputs are written.
+    otherwise ``make_backend(backend, model, **backend_kwargs)``. ``data_parallel`` > 1 generates first in that
+    many worker processes, each on its own GPUs over a contiguous shard of the pairs
+    (:mod:`thinkj.inference.data_parallel`); the outputs are then written by the one pass below, from the cache.
+    Tie pairs cannot be judged wrong by an a/b judge in a meaningful way, so they are left out and counted. Failed
+    calls past ``max_failure_rate``, or an output that keeps nothing, raise :class:`StageIncomplete` once the
+    outputs are written.
     """
     from thinkj.checks import (
         check_backend_args,
@@ -110,6 +114,7 @@ def run_difficulty(in_path: str | os.PathLike, out_path: str | os.PathLike, *, m
     check_range("--min-failures", min_failures, low=1, high=k)  # more failures than samples keeps nothing
     check_range("--limit", limit, low=1)
     check_range("--chunk", chunk, low=1)
+    check_range("--data-parallel", data_parallel, low=1)
     check_template_kind("--template", template, ("judge", "direct"))
     check_distinct_paths("--in", in_path, "--out", out_path)
     check_output_file("--out", out_path)
@@ -133,9 +138,25 @@ def run_difficulty(in_path: str | os.PathLike, out_path: str | os.PathLike, *, m
             budget = budget_for_backend(backend, model, backend_kwargs or {}, context_length=context_length)
     if budget is not None and max_new_tokens >= budget.context_length:  # before the model loads
         raise ThinkJError(_too_long(budget_option, max_new_tokens, budget.context_length, len(judged)))
-    engine = backend_obj or make_backend(backend, model, **(backend_kwargs or {}))  # a bad model fails before any write
+    cache_file = Path(cache_path or out_path.with_suffix(".cache.sqlite"))
+    if data_parallel > 1:
+        if backend_obj is not None or backend not in LOCAL_ENGINES:
+            raise ThinkJError(f"--data-parallel {data_parallel}: only for a model this node loads (--backend "
+                              f"{' or '.join(LOCAL_ENGINES)}); a server is parallel by itself")
+        from thinkj.inference.data_parallel import run_sharded
+        from thinkj.inference.lazy import LazyBackend
+
+        out_path.parent.mkdir(parents=True, exist_ok=True)
+        job = {"in_path": str(in_path), "limit": limit, "model": model, "backend": backend,
+               "backend_kwargs": backend_kwargs or {}, "template": template, "params": params.to_dict(),
+               "strict": strict, "chunk": chunk, "context_length": context_length}
+        run_sharded("difficulty", job, n_items=len(judged), workers=data_parallel,
+                    tp=int((backend_kwargs or {}).get("tensor_parallel_size", 1)), cache=cache_file)
+        engine = LazyBackend(backend, model, backend_kwargs or {})  # every generation is cached now: no model loads
+    else:
+        engine = backend_obj or make_backend(backend, model, **(backend_kwargs or {}))  # a bad model fails before any write
     out_path.parent.mkdir(parents=True, exist_ok=True)
-    cache = ResultCache(cache_path or out_path.with_suffix(".cache.sqlite"))
+    cache = ResultCache(cache_file)
     cached = CachedBackend(engine, cache, tag=template)
     try:
         per_pair = judge_k_times(cached, judged, template, params, strict=strict, chunk=chunk, budget=budget)
@@ -181,6 +202,25 @@ def run_difficulty(in_path: str | os.PathLike, out_path: str | os.PathLike, *, m
         raise StageIncomplete(f"{out_path}: kept no pair of {len(pairs)}: " + _why_empty(
             summary, budget_option, max_new_tokens, budget.context_length if budget is not None else None))
     return summary
+
+
+def generate_shard(job: dict[str, Any], index: int, count: int, cache: ResultCache) -> None:
+    """One data-parallel worker of :func:`run_difficulty`: judge shard ``index`` of ``count`` of the judged pairs
+    into ``cache`` (:mod:`thinkj.inference.data_parallel`), with the prompts, sampling and budget of the main pass."""
+    from thinkj.inference.data_parallel import shard_bounds
+    from thinkj.inference.lazy import LazyBackend
+
+    pairs = load_pairs(job["in_path"])
+    judged = [p for p in (pairs[:job["limit"]] if job["limit"] else pairs) if p.label != "tie"]
+    start, end = shard_bounds(len(judged), index, count)
+    budget = budget_for_backend(job["backend"], job["model"], job["backend_kwargs"],
+                                context_length=job["context_length"])
+    engine = LazyBackend(job["backend"], job["model"], job["backend_kwargs"])  # a shard already cached loads nothing
+    cached = CachedBackend(engine, cache, tag=job["template"])
+    judge_k_times(cached, judged[start:end], job["template"], SamplingParams(**job["params"]), strict=job["strict"],
+                  chunk=job["chunk"], budget=budget)
+    print(f"shard {index + 1}/{count}: pairs {start}-{end - 1}, {cached.hits} cached and {cached.misses} generated "
+          f"samples, {cached.failures} failed calls", flush=True)
 
 
 def _too_long(option: str, max_new_tokens: int, context: int, n: int) -> str:

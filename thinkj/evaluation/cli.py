@@ -8,6 +8,8 @@
     # GPU: the whole benchmark from the hub with vLLM (tensor parallel over 4 GPUs)
     thinkj eval run rewardbench --model ckpt/thinkj-qwen7b --backend vllm --backend-arg tensor_parallel_size=4 \\
         --out runs/eval/qwen7b --tag model=Qwen-2.5-7B-Instruct --tag "method=online (GRPO)"
+    # every GPU of an 8-GPU node: 8 workers of TP 1, each judging an eighth of the pairs (2 of TP 4 for 32B)
+    thinkj eval run rewardbench --model ckpt/thinkj-qwen7b --backend vllm --data-parallel 8 --out runs/eval/qwen7b
     # a Bradley-Terry classifier (LlamaFactory stage: rm checkpoint, or a sequence classifier)
     thinkj eval run rewardbench --model ckpt/bt --backend classifier
     # a served model: count prompt tokens with its tokenizer; prompt + budget over the context -> too_long
@@ -78,7 +80,10 @@ def run(benchmark: str = typer.Argument(..., help=BENCH_HELP),
         chunk: int = typer.Option(256, help="pairs per generate call (each finished chunk is cached)"),
         protocol: str = typer.Option("single", help="single | pair"),
         unparsed_half: bool = typer.Option(False, help=HALF_HELP),
-        max_failure_rate: float = typer.Option(0.0, help=FAILURE_HELP)) -> None:
+        max_failure_rate: float = typer.Option(0.0, help=FAILURE_HELP),
+        data_parallel: int = typer.Option(1, help="worker processes, each on its own tensor_parallel_size GPUs over "
+                                                  "a contiguous shard of the pairs, merged in their order; a rerun "
+                                                  "resumes (thinkj.inference.data_parallel)")) -> None:
     """Judge BENCHMARK in both orders, write judgment records and results JSON (resumable).
 
     A generation call that fails after the backend's retries is never an answer: the results count it and are
@@ -93,7 +98,7 @@ def run(benchmark: str = typer.Argument(..., help=BENCH_HELP),
     check_sampling(temperature, top_p, max_new_tokens)  # one line naming the option, before any model loads
     check_failure_rate(max_failure_rate)
     for option, value in (("--limit", limit), ("--chunk", chunk), ("--batch-size", batch_size),
-                          ("--context-length", context_length)):
+                          ("--context-length", context_length), ("--data-parallel", data_parallel)):
         check_range(option, value, low=1)
     from thinkj.evaluation.registry import get_benchmark
 
@@ -111,7 +116,7 @@ def run(benchmark: str = typer.Argument(..., help=BENCH_HELP),
     cfg = EvalConfig(benchmark, model, backend, template, data, split, limit, out,
                      SamplingParams(temperature=temperature, top_p=top_p, max_new_tokens=max_new_tokens, seed=seed),
                      {k: str(v) for k, v in _pairs(tag, "--tag").items()}, protocol, unparsed_half, chunk, kwargs,
-                     context_length, tokenizer, max_failure_rate=max_failure_rate)
+                     context_length, tokenizer, max_failure_rate=max_failure_rate, data_parallel=data_parallel)
     from thinkj.data.overlap import warn_training_overlap
 
     warn_training_overlap(model, benchmark, data)  # the model's recorded training data holding this benchmark's items

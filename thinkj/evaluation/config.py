@@ -33,3 +33,5 @@ class EvalConfig:
     context_length: int | None = None  # prompt + budget must fit; default: max_model_len or the model's config
     tokenizer: str | None = None  # to count prompt tokens when the model is a name only a server knows
     max_failure_rate: float = 0.0  # share of failed generation calls a run may have and still exit 0 (never complete)
+    # worker processes, each on its own tensor_parallel_size GPUs over a shard (thinkj.inference.data_parallel)
+    data_parallel: int = 1

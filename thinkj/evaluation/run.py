@@ -19,10 +19,12 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from thinkj.errors import ThinkJError
 from thinkj.evaluation import results
 from thinkj.evaluation.config import SCALAR_BACKEND, EvalConfig
 from thinkj.evaluation.failed_calls import check_failed_calls, with_failed_calls
 from thinkj.evaluation.registry import get_benchmark, load_benchmark, score
+from thinkj.inference import LOCAL_ENGINES
 from thinkj.inference.base import InferenceBackend
 from thinkj.inference.cache import CachedBackend, ResultCache
 from thinkj.inference.context import PromptBudget, budget_for_backend
@@ -75,6 +77,10 @@ def run_eval(cfg: EvalConfig, *, backend: InferenceBackend | None = None,
     loaded ones; without a ``budget`` the named backend's is built (tokenizer + context length)."""
     check_failure_rate(cfg.max_failure_rate)
     bench = get_benchmark(cfg.benchmark)
+    if cfg.data_parallel > 1 and (backend is not None or cfg.backend not in LOCAL_ENGINES or bench.run is not None):
+        raise ThinkJError(f"--data-parallel {cfg.data_parallel}: only for a judge this node loads (--backend "
+                          f"{' or '.join(LOCAL_ENGINES)}) on a benchmark of pairs"
+                          + (f" ({cfg.benchmark} has a runner of its own)" if bench.run is not None else ""))
     if bench.run is not None:  # items that are not pairs (RewardBench 2): its own runner, records and failure rule
         return bench.run(cfg, backend=backend)
     source = cfg.data if cfg.data is not None else bench.default_source
@@ -92,6 +98,10 @@ def run_eval(cfg: EvalConfig, *, backend: InferenceBackend | None = None,
             scorer_kind = scorer.kind
             records = scalar_records(scorer, pairs, cache, fields=record_fields(cfg.benchmark))
         else:
+            if cfg.data_parallel > 1:  # generate in workers first; the pass below then finds every call cached
+                cache.close()
+                _generate_sharded(cfg, len(pairs), out / "cache.sqlite")
+                cache = ResultCache(out / "cache.sqlite")
             if backend is None:
                 backend = LazyBackend(cfg.backend, cfg.model, cfg.backend_kwargs, also=(SCALAR_BACKEND,))
                 if budget is None:
@@ -107,3 +117,37 @@ def run_eval(cfg: EvalConfig, *, backend: InferenceBackend | None = None,
     path = results.write_results(out, results_document(cfg, records, source, scorer_kind))
     check_failed_calls(cfg, records, path)
     return path
+
+
+def _job(cfg: EvalConfig) -> dict[str, Any]:
+    """What a data-parallel worker needs to rebuild the run's pairs, prompts, sampling and budget."""
+    return {"benchmark": cfg.benchmark, "data": cfg.data, "split": cfg.split, "limit": cfg.limit, "model": cfg.model,
+            "backend": cfg.backend, "backend_kwargs": dict(cfg.backend_kwargs), "template": cfg.template,
+            "params": cfg.params.to_dict(), "chunk_pairs": cfg.chunk_pairs, "context_length": cfg.context_length,
+            "tokenizer": cfg.tokenizer}
+
+
+def _generate_sharded(cfg: EvalConfig, n_pairs: int, cache: Path) -> None:
+    from thinkj.inference.data_parallel import run_sharded
+
+    run_sharded("eval", _job(cfg), n_items=n_pairs, workers=cfg.data_parallel,
+                tp=int(cfg.backend_kwargs.get("tensor_parallel_size", 1)), cache=cache)
+
+
+def generate_shard(job: dict[str, Any], index: int, count: int, cache: ResultCache) -> None:
+    """One data-parallel worker of :func:`run_eval`: both orders of the pairs of shard ``index`` of ``count`` into
+    ``cache`` (:mod:`thinkj.inference.data_parallel`)."""
+    from thinkj.inference.base import SamplingParams
+    from thinkj.inference.data_parallel import shard_bounds
+
+    cfg = EvalConfig(job["benchmark"], job["model"], job["backend"], job["template"], job["data"], job["split"],
+                     job["limit"], params=SamplingParams(**job["params"]), chunk_pairs=job["chunk_pairs"],
+                     backend_kwargs=job["backend_kwargs"], context_length=job["context_length"],
+                     tokenizer=job["tokenizer"])
+    pairs = load_benchmark(cfg.benchmark, cfg.data, cfg.split, cfg.limit)
+    start, end = shard_bounds(len(pairs), index, count)
+    budget = budget_for_backend(cfg.backend, cfg.model, cfg.backend_kwargs, context_length=cfg.context_length,
+                                tokenizer=cfg.tokenizer)
+    records = judge_records(LazyBackend(cfg.backend, cfg.model, cfg.backend_kwargs), pairs[start:end], cfg, cache,
+                            budget)
+    print(f"shard {index + 1}/{count}: pairs {start}-{end - 1}, {len(records)} judgments", flush=True)
