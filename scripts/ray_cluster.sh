@@ -24,6 +24,7 @@
 #   MIN_WORKER_PORT, MAX_WORKER_PORT  worker ports [Ray's 10002-19999; 0 and 0: ports the OS picks]
 #   NODE_MANAGER_PORT, OBJECT_MANAGER_PORT, METRICS_PORT   [Ray's: free ports]
 #   GPUS [8 per node]  CPUS [Ray's count]
+#   BLOCK [0]       1: stay in the foreground until the node stops (`ray start --block`; under Slurm)
 #   RAY_TEMP_DIR    this node's temp dir (logs, sockets, session)   [$RAY_TMPDIR/ray, else /tmp/ray]
 #   RAY_AUTH_MODE   disabled | token   [disabled]. Ray 2.60 switches a head to token auth by itself once
 #                   ~/.ray/auth_token exists (any local ray.init() writes one), while `ray start --address`,
@@ -68,6 +69,9 @@ node_flags=(--temp-dir "$TEMP" --num-gpus "$GPUS" --disable-usage-stats)
 [ -n "${NODE_MANAGER_PORT:-}" ] && node_flags+=(--node-manager-port "$NODE_MANAGER_PORT")
 [ -n "${OBJECT_MANAGER_PORT:-}" ] && node_flags+=(--object-manager-port "$OBJECT_MANAGER_PORT")
 [ -n "${METRICS_PORT:-}" ] && node_flags+=(--metrics-export-port "$METRICS_PORT")
+# BLOCK=1: `ray start --block`, the node stays in the foreground until stopped (a Slurm job step: the step's end
+# stops the node; scripts/slurm/ray_on_slurm.sh)
+[ "${BLOCK:-0}" = 1 ] && node_flags+=(--block)
 
 # `ray start` leaves its daemons running after it returns; started in a session of their own, they (and the
 # workers and job drivers they spawn) can be found and stopped by session id, without touching other clusters.

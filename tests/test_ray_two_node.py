@@ -150,3 +150,36 @@ def test_verl_grpo_world_size_two_across_two_raylets(judge, data, tmp_path):  # 
     actor = out / "checkpoints" / "global_step_2" / "actor"
     assert sorted(p.name for p in actor.glob("model_world_size_*")) == ["model_world_size_2_rank_0.pt",
                                                                         "model_world_size_2_rank_1.pt"]
+
+
+@pytest.mark.slow
+@pytest.mark.opt_in
+@pytest.mark.timeout(3000)
+def test_reproduce_cpu_pipeline_with_verl_on_two_ray_nodes(tmp_path):
+    """Issue 38: ``NNODES=2`` through the pipeline, not only through the submit script. ``scripts/reproduce_cpu.sh``
+    (tiny model) with RAY_ADDRESS at a head + worker started by ``scripts/ray_cluster.sh``: the cluster is checked
+    before stage 1, and the online stage's verl has one FSDP rank on each raylet (two checkpoint shards)."""
+    run_dir = tmp_path / "run"
+    with local_ray(workers=1) as cluster:
+        assert active_nodes(status_with(cluster, 2).stdout) == 2
+        env = {**cluster.env, "RAY_ADDRESS": cluster.gcs, "NNODES": "2", "CPU_MODEL": "tiny", "RUN_DIR": str(run_dir),
+               "EVAL_LIMIT": "8"}
+        start = time.monotonic()
+        with open(tmp_path / "reproduce.log", "w") as log:
+            proc = subprocess.Popen(["bash", str(ROOT / "scripts" / "reproduce_cpu.sh")], stdout=log,
+                                    stderr=subprocess.STDOUT, env=env, cwd=ROOT)
+            memory = SessionMemory(cluster.sessions, [proc.pid])
+            memory.start()
+            try:
+                code = proc.wait(timeout=2700)
+            finally:
+                peak = memory.stop()
+        print(json.dumps({"wall_s": round(time.monotonic() - start, 1), "peak_rss_gb": round(peak, 2)}))
+        text = (tmp_path / "reproduce.log").read_text()
+        assert code == 0, text[-8000:]
+    assert re.search(rf"# Ray cluster at {re.escape(cluster.gcs)}: 2 live node\(s\)", text)
+    done = {p.name[: -len(".done.json")] for p in run_dir.rglob("*.done.json")}
+    assert {"load", "difficulty", "judge_sft", "online", "merge", "eval_synthetic", "tables"} <= done, sorted(done)
+    actor = next(run_dir.glob("train/online_*")) / "checkpoints" / "global_step_2" / "actor"
+    assert sorted(p.name for p in actor.glob("model_world_size_*")) == ["model_world_size_2_rank_0.pt",
+                                                                        "model_world_size_2_rank_1.pt"]
