@@ -184,11 +184,18 @@ def test_tiny_trl_sweep_fills_the_table_and_reruns_nothing(tiny_model_dir, tmp_p
     assert len(state["runs"]) == 4 and all(r["status"] == "done" and r["launches"] == 1 for r in state["runs"].values())
     results = sorted((tmp_path / "sw").rglob("synthetic.results.json"))
     assert len(results) == 4
+    cells = set()
     for path in results:
         doc = json.loads(path.read_text())
         assert doc["tags"]["model"] == "tiny" and doc["metrics"]["n_comparisons"] == 4
+        # the weights this cell's trainer ran with (its run record) are the cell's: fails when the trainer gets no
+        # weights (run_trl_grpo called with weights={}), tried once; the check it replaces held for any JSON file
         run_dir = path.parent.parent
-        assert json.loads((run_dir / "train" / "run_settings.json").read_text()) is not None
+        weights = json.loads((run_dir / "train" / "run_settings.json").read_text())["run"]["weights"]
+        cell = (float(doc["tags"]["w_fmt"]), float(doc["tags"]["w_str"]))
+        assert {k: float(v) for k, v in weights.items()} == {"w_acc": 1.0, "w_fmt": cell[0], "w_str": cell[1]}
+        cells.add(cell)
+    assert cells == {(f, s) for f in (1.0, 0.0) for s in (0.2, 0.0)}
     table = (tmp_path / "sw" / "tables" / "table_tiny_table8.md").read_text()
     rows = [line for line in table.splitlines() if line.startswith("| 1.0") or line.startswith("| 0.0")]
     assert len(rows) == 4 and all("—" not in r.split("|")[3] for r in rows), table
