@@ -77,9 +77,8 @@ def test_a_models_training_data_is_followed_through_its_records(tmp_path, capsys
     rl_pairs = tmp_path / "rl_pairs.jsonl"
     write_jsonl(rl_pairs, [PreferencePair("p", "t", [{"role": "user", "content": "Hi?"}], "a", "b", "a")])
     online = tmp_path / "train" / "online"
-    (online / "hf").mkdir(parents=True)  # verl's merged model sits beside the launch's checkpoints
-    write_json(online / "checkpoints" / "thinkj_launch.json", {"launch": {"train_files": str(rl_pairs),
-                                                                          "model": str(sft)}})
+    (online / "hf").mkdir(parents=True)  # verl's merged model, in the run folder holding its launch record
+    write_json(online / "thinkj_launch.json", {"launch": {"train_files": str(rl_pairs), "model": str(sft)}})
     assert recorded_training_data(online / "hf") == [rl_pairs, seed]
     assert warn_training_overlap(str(online / "hf"), "autoj", str(data)) == 1
     warning = capsys.readouterr().err

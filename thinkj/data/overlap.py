@@ -10,7 +10,7 @@ or an id, and could only ever match a benchmark prompt exactly).
 
 A model's training data is what its completion records name: LlamaFactory's ``thinkj_train.json`` (its config's
 ``dataset_dir``), TRL GRPO's ``thinkj_online_done.json`` (its data file) and verl's ``thinkj_launch.json`` (its
-``train_files``; the merged model sits in ``<run>/hf`` beside ``<run>/checkpoints``). The model each of them started
+``train_files``; written in the run folder, whose ``hf/`` holds the merged model). The model each of them started
 from is followed too, so an RL model is checked with its SFT data.
 """
 
@@ -138,7 +138,7 @@ def _records(folder: Path) -> Iterator[tuple[str | None, str | None]]:
         trl = (_read(place / "thinkj_online_done.json") or {}).get("run") or {}
         if trl:
             yield trl.get("data"), trl.get("model")
-        verl = (_read(place / "checkpoints" / "thinkj_launch.json") or {}).get("launch") or {}
+        verl = (_read(place / "thinkj_launch.json") or {}).get("launch") or {}
         if verl:
             yield verl.get("train_files"), verl.get("model")
         if lf or trl or verl:
