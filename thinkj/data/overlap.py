@@ -35,7 +35,6 @@ from thinkj.data.decontaminate import (
 from thinkj.data.ngrams import words
 from thinkj.errors import ThinkJError
 
-PAIR_KEYS = ("messages", "response_a", "response_b")
 MAX_DEPTH = 6  # start models followed through records (SFT -> DPO -> RL is three)
 
 
@@ -53,7 +52,9 @@ def _strings(value: Any, where: str) -> Iterator[tuple[str, str]]:
 
 def row_fields(row: Any) -> dict[str, str]:
     """The texts of one training row that are checked (see the module docstring)."""
-    if isinstance(row, dict) and all(isinstance(row.get(k), (str, list)) for k in PAIR_KEYS):
+    messages = row.get("messages") if isinstance(row, dict) else None
+    if isinstance(messages, list) and all(isinstance(m, dict) and isinstance(m.get("content"), str) for m in messages) \
+            and isinstance(row.get("response_a"), str) and isinstance(row.get("response_b"), str):
         from thinkj.records import PreferencePair
 
         return pair_fields(PreferencePair(str(row.get("id", "")), "", row["messages"], row["response_a"],
