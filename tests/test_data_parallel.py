@@ -80,15 +80,17 @@ def test_difficulty_on_two_devices_merges_in_order_and_resumes_a_failed_shard(tm
 
 
 def test_the_pipeline_runs_its_inference_stages_on_every_gpu_of_the_node(tmp_path):
-    from test_reproduce import dry_run  # tests/ is on sys.path
+    from thinkj.pipeline import plan, settings
 
-    stages = {name: argv for _, name, argv in dry_run("reproduce_qwen2.5-7b.sh", tmp_path, NNODES="1")}
-    workers = {name: argv[argv.index("--data-parallel") + 1] for name, argv in stages.items() if "--data-parallel" in argv}
-    assert workers == {"difficulty": "8", "eval_rewardbench": "8", "eval_rmbench": "8", "eval_autoj": "8"}
-    stages = {name: argv for _, name, argv in dry_run("reproduce_qwen2.5-7b.sh", tmp_path, NNODES="1", TP="4")}
-    assert stages["difficulty"][stages["difficulty"].index("--data-parallel") + 1] == "2"  # 2 workers of TP 4
-    cpu = dry_run("reproduce_cpu.sh", tmp_path / "cpu")
-    assert not any("--data-parallel" in argv for _, _, argv in cpu)  # one CPU "GPU": one process, as before
+    def workers(**env):
+        stages = plan(settings({"RUN_DIR": str(tmp_path), **env}))
+        return {st.name: st.argv[st.argv.index("--data-parallel") + 1] for st in stages if "--data-parallel" in st.argv}
+
+    assert workers() == {"difficulty": "8", "eval_rewardbench": "8", "eval_rmbench": "8", "eval_autoj": "8"}
+    assert workers(TP="4")["difficulty"] == "2"  # 32B: 2 workers of TP 4 on 8 GPUs
+    # a benchmark with a runner of its own runs in one process; one CPU "GPU" runs everything in one process
+    assert "eval_rewardbench2" not in workers(BENCHMARKS="rewardbench rewardbench2")
+    assert workers(DEVICE="cpu", GPUS_PER_NODE="1", JUDGE_BACKEND="hf") == {}
 
 
 def test_eval_on_two_devices_writes_records_in_the_one_process_order(tmp_path, tiny_model_dir, monkeypatch):

@@ -163,7 +163,8 @@ def test_reproduce_cpu_pipeline_with_verl_on_two_ray_nodes(tmp_path):
     with local_ray(workers=1) as cluster:
         assert active_nodes(status_with(cluster, 2).stdout) == 2
         env = {**cluster.env, "RAY_ADDRESS": cluster.gcs, "NNODES": "2", "CPU_MODEL": "tiny", "RUN_DIR": str(run_dir),
-               "EVAL_LIMIT": "8"}
+               # world size 2 takes 4 prompts a step (verl_cpu); the rehearsal's dedup (0.95) leaves 2-3 RL rows
+               "EVAL_LIMIT": "8", "DEDUP_THRESHOLD": "0.999"}
         start = time.monotonic()
         with open(tmp_path / "reproduce.log", "w") as log:
             proc = subprocess.Popen(["bash", str(ROOT / "scripts" / "reproduce_cpu.sh")], stdout=log,

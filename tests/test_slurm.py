@@ -86,7 +86,9 @@ def test_verl_sbatch_trains_across_two_slurm_nodes(judge, data, tmp_path):  # no
 def test_pipeline_sbatch_runs_the_cpu_rehearsal_on_two_nodes(tmp_path):
     run_dir, log = tmp_path / "run", tmp_path / "job.log"
     env = {**ray_settings(tmp_path), "REPRODUCE": "scripts/reproduce_cpu.sh", "CPU_MODEL": "tiny",
-           "RUN_DIR": str(run_dir), "EVAL_LIMIT": "8"}
+           "RUN_DIR": str(run_dir), "EVAL_LIMIT": "8",
+           # world size 2 takes 4 prompts a step (verl_cpu); the rehearsal's dedup (0.95) leaves 2-3 RL rows
+           "DEDUP_THRESHOLD": "0.999"}
     with local_slurm(nodes=2, cpus=2) as slurm:
         code, seconds = sbatch(slurm, "pipeline.sbatch", env, log)
         print(json.dumps({"job_s": seconds}))
