@@ -4,8 +4,8 @@
 
 The check does not trust the run's own fields: the gold of every record comes from the pairs file (the swapped
 order's flipped), the verdict is parsed again from the raw output, and the accuracy is recomputed from those.
-A range check (``0 <= accuracy <= 100``) passes for any number; this fails when the golds are not flipped, a
-verdict is misread or the metric is miscounted.
+A range check (``0 <= accuracy <= 100``) passes for any number; this fails when a verdict is misread, the metric
+is miscounted or a gold is wrong (an unflipped swapped gold is refused by the scorer itself: exit 2).
 """
 
 from __future__ import annotations

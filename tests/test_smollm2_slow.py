@@ -14,6 +14,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from judgment_checks import check_synthetic_results  # tests/ is on sys.path
 
 from thinkj.demo import fact_task
 from thinkj.records import write_jsonl
@@ -131,9 +132,8 @@ def test_four_item_evaluation_by_catalog_name(model_dir, data_dir, tmp_path):
                           "--backend", "hf", "--data", str(data_dir / "test.jsonl"), "--max-new-tokens", "24",
                           "--out", str(out)], capture_output=True, text=True, timeout=900)
     assert run.returncode == 0, run.stderr[-3000:]
-    records = [json.loads(line) for line in open(out / "synthetic.judgments.jsonl")]
-    assert len(records) == 8 and {r["order"] for r in records} == {"original", "swapped"}
-    assert all(isinstance(r["output"], str) and r["output"].strip() for r in records)
-    document = json.loads((out / "synthetic.results.json").read_text())
-    assert document["metrics"]["n"] if "n" in document["metrics"] else True
-    assert 0.0 <= document["metrics"]["accuracy"] <= 100.0
+    # both orders of the 4 pairs, golds from the data file (flipped when swapped), verdicts re-parsed from the outputs
+    # and the accuracy recomputed; the range check it replaces held for any number. The base model writes no verdict
+    # in 24 tokens, so a misread verdict cannot show here (it can in the verl tests, whose tiny judge parses); a
+    # miscount does: fails with an unparsed judgment scored as right (judgments.trial_value), tried once
+    check_synthetic_results(out, data_dir / "test.jsonl", 4)
