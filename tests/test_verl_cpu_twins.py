@@ -46,7 +46,7 @@ def test_grpo_consistent_two_steps_on_cpu(judge, twin_data, tmp_path_factory):
     samples = run["samples"]
     assert len(samples) == 2 * 2 * 2 * 4  # 2 steps x 2 comparisons x 2 orders x 4 rollouts
     # every rollout's gold is its pair's label in the stored order and the flipped label in the swapped one: fails
-    # with PreferencePair.swapped keeping the label (the reward and the dump would agree with the wrong gold)
+    # with PreferencePair.swapped keeping the label (the reward and the dump agree with the wrong gold), tried once
     labels = {p.id: p.label for p in make_pairs(24, seed=31)}
     for sample in samples:
         label = labels[sample["twin"].split(":", 1)[1]]
