@@ -69,7 +69,10 @@ def test_stage_yaml_equals_table10(name):
         assert cfg["pref_loss"] == "sigmoid"
     stage = paper["deepspeed_stage"][col]
     if stage is None:
-        assert "deepspeed" not in cfg
+        # Table 10 lists no ZeRO stage for the BT classifier; bt_rm.yaml shards with ZeRO-3 all the same, since a full
+        # 7B fine-tune does not fit one GPU without it and ZeRO leaves the optimisation unchanged (issue 38, fault 4;
+        # tests/test_verl_gpu_config.py::test_full_finetunes_of_big_models_name_deepspeed)
+        assert name == "bt_rm" and cfg["deepspeed"] == "configs/deepspeed/ds_z3_config.json"
     else:
         ds = json.loads((PROJECT_ROOT / cfg["deepspeed"]).read_text())
         assert ds["zero_optimization"]["stage"] == int(stage.removeprefix("zero"))

@@ -15,9 +15,9 @@ from pathlib import Path
 
 import pytest
 
-from thinkj.online import verl_cpu
+from thinkj.online import verl_cpu, verl_gpu
 from thinkj.online.think_check import think_problems
-from thinkj.online.verl_launch import VerlLaunch, build_command
+from thinkj.online.verl_launch import VALIDATION_OFF, VerlLaunch, build_command
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -78,7 +78,11 @@ def test_cpu_command_composes_and_passes_verls_validation(algo, tiny_model_dir, 
     assert (cfg.critic.strategy == "fsdp2") == (algo == "ppo")
     # the algorithm's own semantics are untouched by the CPU settings
     gpu_argv, gpu_env = build_command(VerlLaunch(algo=algo, model="m", train_files="t.parquet"))
-    assert not any(o in gpu_argv for o in verl_cpu.cpu_overrides(algo)) and "VERL_PLATFORM" not in gpu_env
+    # a GPU launch without flash_attn and without --val-data chooses sdpa and no validation for reasons of its own
+    # (thinkj.online.verl_gpu, verl_launch.validation_plan): those two settings it shares with the CPU run
+    own = {*verl_gpu.attention_overrides("sdpa", critic=True, user_overrides=[]), *VALIDATION_OFF}
+    assert not any(o in gpu_argv for o in verl_cpu.cpu_overrides(algo) if o not in own)
+    assert "VERL_PLATFORM" not in gpu_env
     assert "hydra.run.dir" in " ".join(gpu_argv)
 
 

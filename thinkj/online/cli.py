@@ -32,7 +32,7 @@ def rl(
                                           "in one step with --twins)"),
     model: str = typer.Option(..., help="policy to start from: a model dir (the SFT-initialised judge) or hub id"),
     data: Path = typer.Option(..., help="PreferencePair JSONL (trl) or verl parquet (both engines)"),
-    val_data: Path = typer.Option(None, help="verl: validation parquet (default: --data)"),
+    val_data: Path = typer.Option(None, help="verl: held-out validation parquet (default: none, validation off)"),
     out: Path = typer.Option(Path("runs/default/online"), help="output folder (model, checkpoints, logs, curves.png)"),
     preset: str = typer.Option("thinkj_qwen", help="reward preset (`thinkj rewards` lists them)"),
     weight: list[str] = typer.Option(None, help="reward weight NAME=VALUE, repeatable: w_acc, w_fmt, w_str, w_con "

@@ -7,9 +7,9 @@ without it would fail inside the job, minutes after launch. The launcher therefo
 implementation: ``flash_attention_2`` where ``flash_attn`` imports here, else PyTorch's ``sdpa``, and says which.
 
 verl's ``use_remove_padding`` (on by default) still works with ``sdpa``: its unpadding falls back to plain torch
-without flash-attn (``verl/utils/attention_utils.py``) and transformers turns the packed sequences' position ids
-into a block-diagonal mask for ``sdpa`` (``find_packed_sequence_indices``), which tests/test_verl_gpu_config.py
-checks on a tiny model.
+without flash-attn (``verl/utils/attention_utils.py``), and transformers turns the packed sequences' position ids
+into a block-diagonal mask for ``sdpa`` (``masking_utils.find_packed_sequence_indices``; only without a KV cache,
+and verl's forward passes ``use_cache=False``), which tests/test_verl_gpu_config.py checks on a tiny model.
 """
 
 from __future__ import annotations

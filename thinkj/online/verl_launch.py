@@ -262,13 +262,8 @@ def run(spec: VerlLaunch, dry_run: bool = False) -> int:
     if dry_run:
         check_inputs(spec)
     print(shell_line(argv, env), flush=True)
-    if spec.device == "gpu":
-        implementation, why = verl_gpu.attention_choice()
-        print(f"verl attention: {implementation} ({why})", file=sys.stderr, flush=True)
-    if spec.val_files is None and not spec.allow_val_on_train:
-        print("verl validation: off (no --val-data; validating on the training data would only show training-set "
-              "accuracy)", file=sys.stderr, flush=True)
     if dry_run:
+        _say_gpu_choices(spec)
         return 0
     # before anything launches: verl would wait for ever on nodes or GPUs the cluster does not have
     summary = ray_cluster.preflight(*world_shape(spec), spec.device)
@@ -289,7 +284,20 @@ def run(spec: VerlLaunch, dry_run: bool = False) -> int:
     check_resumable(spec, record)
     Path(spec.out_dir).mkdir(parents=True, exist_ok=True)
     write_json(Path(spec.out_dir) / LAUNCH_FILE, record)
+    _say_gpu_choices(spec)
     return subprocess.call(argv, env={**os.environ, **env})
+
+
+def _say_gpu_choices(spec: VerlLaunch) -> None:
+    """The attention implementation and the validation plan a GPU launch chose, on stderr (after every refusal, so a
+    refused launch stays one line; a CPU run always uses sdpa and never validates: verl_cpu.CPU_OVERRIDES)."""
+    if spec.device != "gpu":
+        return
+    implementation, why = verl_gpu.attention_choice()
+    print(f"verl attention: {implementation} ({why})", file=sys.stderr, flush=True)
+    if spec.val_files is None and not spec.allow_val_on_train:
+        print("verl validation: off (no --val-data; validating on the training data would only show training-set "
+              "accuracy)", file=sys.stderr, flush=True)
 
 
 LAUNCH_FILE = "thinkj_launch.json"  # what the checkpoints in this folder were trained with
