@@ -158,7 +158,8 @@ def test_verl_grpo_world_size_two_across_two_raylets(judge, data, tmp_path):  # 
 def test_reproduce_cpu_pipeline_with_verl_on_two_ray_nodes(tmp_path):
     """Issue 38: ``NNODES=2`` through the pipeline, not only through the submit script. ``scripts/reproduce_cpu.sh``
     (tiny model) with RAY_ADDRESS at a head + worker started by ``scripts/ray_cluster.sh``: the cluster is checked
-    before stage 1, and the online stage's verl has one FSDP rank on each raylet (two checkpoint shards)."""
+    before stage 1, and the online stage's verl has one FSDP rank on each raylet (two checkpoint shards).
+    Not run yet; the same rehearsal through Slurm (tests/test_slurm.py) stopped in verl for too few RL rows."""
     run_dir = tmp_path / "run"
     with local_ray(workers=1) as cluster:
         assert active_nodes(status_with(cluster, 2).stdout) == 2

@@ -6,6 +6,10 @@
 - ``scripts/slurm/pipeline.sbatch``: the whole CPU rehearsal (``scripts/reproduce_cpu.sh``, ``CPU_MODEL=tiny``) with
   NNODES=2: every stage's completion record, the online stage's checkpoint sharded over two ranks.
 
+Status (2026-11-26, experiments/LOG.md): the wiring test passes; the pipeline rehearsal has reached verl's
+trainer on the two-node cluster and stopped there with "Train dataloader is empty!" (3 RL rows; world size 2 takes 4
+prompts a step), also with DEDUP_THRESHOLD=0.999: the rehearsal data needs more RL rows. The verl test is unrun.
+
 Opt-in (minutes of engine time on 2 cores): ``python -m pytest -q tests/test_slurm.py -m opt_in``. Needs Slurm
 (``bash tests/slurm/setup.sh``) and root; skipped with the reason otherwise.
 """
