@@ -159,13 +159,15 @@ def test_reproduce_cpu_pipeline_with_verl_on_two_ray_nodes(tmp_path):
     """Issue 38: ``NNODES=2`` through the pipeline, not only through the submit script. ``scripts/reproduce_cpu.sh``
     (tiny model) with RAY_ADDRESS at a head + worker started by ``scripts/ray_cluster.sh``: the cluster is checked
     before stage 1, and the online stage's verl has one FSDP rank on each raylet (two checkpoint shards).
-    Not run yet; the same rehearsal through Slurm (tests/test_slurm.py) stopped in verl for too few RL rows."""
+    Not run yet; the same rehearsal through Slurm (tests/test_slurm.py) passed (experiments/LOG.md)."""
     run_dir = tmp_path / "run"
     with local_ray(workers=1) as cluster:
         assert active_nodes(status_with(cluster, 2).stdout) == 2
         env = {**cluster.env, "RAY_ADDRESS": cluster.gcs, "NNODES": "2", "CPU_MODEL": "tiny", "RUN_DIR": str(run_dir),
-               # world size 2 takes 4 prompts a step (verl_cpu); the rehearsal's dedup (0.95) leaves 2-3 RL rows
-               "EVAL_LIMIT": "8", "DEDUP_THRESHOLD": "0.999"}
+               # 2 prompts a step, 1 per rank (world size 2 takes 4 by default and the rehearsal leaves 3 RL rows)
+               "EVAL_LIMIT": "8",
+               "VERL_OVERRIDES": "actor_rollout_ref.actor.optim.lr=1e-4 data.max_response_length=48 "
+                                 "data.train_batch_size=2 actor_rollout_ref.actor.ppo_mini_batch_size=2"}
         start = time.monotonic()
         with open(tmp_path / "reproduce.log", "w") as log:
             proc = subprocess.Popen(["bash", str(ROOT / "scripts" / "reproduce_cpu.sh")], stdout=log,

@@ -6,9 +6,8 @@
 - ``scripts/slurm/pipeline.sbatch``: the whole CPU rehearsal (``scripts/reproduce_cpu.sh``, ``CPU_MODEL=tiny``) with
   NNODES=2: every stage's completion record, the online stage's checkpoint sharded over two ranks.
 
-Status (2026-11-26, experiments/LOG.md): the wiring test passes; the pipeline rehearsal has reached verl's
-trainer on the two-node cluster and stopped there with "Train dataloader is empty!" (3 RL rows; world size 2 takes 4
-prompts a step), also with DEDUP_THRESHOLD=0.999: the rehearsal data needs more RL rows. The verl test is unrun.
+Status (2026-11-26, experiments/LOG.md): the wiring test and the pipeline rehearsal pass (234 s job); the verl
+test has not been run.
 
 Opt-in (minutes of engine time on 2 cores): ``python -m pytest -q tests/test_slurm.py -m opt_in``. Needs Slurm
 (``bash tests/slurm/setup.sh``) and root; skipped with the reason otherwise.
@@ -91,8 +90,10 @@ def test_pipeline_sbatch_runs_the_cpu_rehearsal_on_two_nodes(tmp_path):
     run_dir, log = tmp_path / "run", tmp_path / "job.log"
     env = {**ray_settings(tmp_path), "REPRODUCE": "scripts/reproduce_cpu.sh", "CPU_MODEL": "tiny",
            "RUN_DIR": str(run_dir), "EVAL_LIMIT": "8",
-           # world size 2 takes 4 prompts a step (verl_cpu); the rehearsal's dedup (0.95) leaves 2-3 RL rows
-           "DEDUP_THRESHOLD": "0.999"}
+           # world size 2 takes 4 prompts a step (verl_cpu) and the rehearsal's data selection leaves 3 RL rows: 2
+           # prompts a step (1 per rank, each with its GRPO group); the rest is reproduce_cpu.sh's tiny default
+           "VERL_OVERRIDES": "actor_rollout_ref.actor.optim.lr=1e-4 data.max_response_length=48 "
+                             "data.train_batch_size=2 actor_rollout_ref.actor.ppo_mini_batch_size=2"}
     with local_slurm(nodes=2, cpus=2) as slurm:
         code, seconds = sbatch(slurm, "pipeline.sbatch", env, log)
         print(json.dumps({"job_s": seconds}))
