@@ -21,9 +21,11 @@ def test_several_gpu_nodes_without_a_cluster_are_refused_in_one_line(monkeypatch
     with pytest.raises(ThinkJError, match=r"^2 nodes \(NNODES / --nnodes\): verl on several nodes joins a Ray cluster"):
         preflight(2, 8, "gpu")
     assert "no Ray cluster" in preflight(1, 8, "gpu")  # one node: verl starts its own Ray here
-    # the launcher refuses before any model or data is read (none exists here)
+    # the launcher, on a GPU node (as if: this machine's own no-GPU refusal comes first, tests/test_online_verl.py),
+    # refuses before any data is read (none exists here)
+    monkeypatch.setattr("thinkj.online.verl_launch.gpu_available", lambda: True)
     code = main(["--algo", "grpo", "--model", str(tmp_path / "no_model"), "--data", str(tmp_path / "none.parquet"),
-                 "--nnodes", "2", "--gpus-per-node", "8"])
+                 "--nnodes", "2", "--gpus-per-node", "8", "--allow-think-tokens"])
     err = capsys.readouterr().err.strip().splitlines()
     assert code == 2 and err[-1].startswith("error: 2 nodes (NNODES / --nnodes)")
     assert sum(line.startswith("error") for line in err) == 1  # one line, no traceback

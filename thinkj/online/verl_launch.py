@@ -265,8 +265,6 @@ def run(spec: VerlLaunch, dry_run: bool = False) -> int:
     if dry_run:
         _say_gpu_choices(spec)
         return 0
-    # before anything launches: verl would wait for ever on nodes or GPUs the cluster does not have
-    summary = ray_cluster.preflight(*world_shape(spec), spec.device)
     if not spec.allow_think_tokens:
         from thinkj.online.think_check import think_problems, think_trap_message
 
@@ -278,6 +276,9 @@ def run(spec: VerlLaunch, dry_run: bool = False) -> int:
         raise LaunchError("this machine has no GPU and no Ray cluster (RAY_ADDRESS): run verl's trainer on the CPU "
                           "with --device cpu (DEVICE=cpu for scripts/train_verl.sh; tiny models, for checking), "
                           "or use --dry-run to print the GPU command")
+    # before anything launches (after the model's and this machine's own refusals, which say more): verl would wait
+    # for ever on nodes or GPUs the cluster does not have
+    summary = ray_cluster.preflight(*world_shape(spec), spec.device)
     print(summary, flush=True)
     check_inputs(spec)
     record = launch_record(spec)
