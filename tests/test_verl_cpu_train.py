@@ -135,8 +135,10 @@ def check_trained_reward(run: dict, steps: dict[int, dict], weights: dict[str, f
     rollout -- equal the reward recomputed from that step's dumped outputs and golds. The dump's own ``score`` is
     not evidence: verl 0.9.1's ``_log_rollout_data`` writes the token-level sum under ``score`` and then lets the
     reward's extra info (which has a ``score`` of its own) overwrite it. Fails when the reward handed to verl differs
-    from the one the extra info reports (TwinRewardManager.run_single's ``reward_score`` negated, tried once) and
-    when a weight override does not reach the reward (the score is recomputed with the weights the test expects)."""
+    from the one the extra info reports: TwinRewardManager.run_single handing verl its score without the consistency
+    term, tried once (step 1: verl 0.9375, recomputed 1.0625; every older check passed); also when a weight override
+    does not reach the reward (recomputed with the weights the test expects). A negated ``reward_score`` is caught
+    earlier, by ``critic/score/max > 0`` (tried once)."""
     by_step: dict[int, list[dict]] = {}
     for sample in run["samples"]:
         by_step.setdefault(sample["step"], []).append(sample)
