@@ -159,7 +159,7 @@ def test_reproduce_cpu_pipeline_with_verl_on_two_ray_nodes(tmp_path):
     """Issue 38: ``NNODES=2`` through the pipeline, not only through the submit script. ``scripts/reproduce_cpu.sh``
     (tiny model) with RAY_ADDRESS at a head + worker started by ``scripts/ray_cluster.sh``: the cluster is checked
     before stage 1, and the online stage's verl has one FSDP rank on each raylet (two checkpoint shards).
-    Not run yet; the same rehearsal through Slurm (tests/test_slurm.py) passed (experiments/LOG.md)."""
+    Passed once on 2026-11-26 (210 s; experiments/LOG.md), as did the same rehearsal through Slurm (tests/test_slurm.py)."""
     run_dir = tmp_path / "run"
     with local_ray(workers=1) as cluster:
         assert active_nodes(status_with(cluster, 2).stdout) == 2
