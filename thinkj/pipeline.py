@@ -38,7 +38,6 @@ from __future__ import annotations
 
 import difflib
 import json
-import math
 import os
 import re
 import shlex
@@ -54,11 +53,15 @@ from thinkj.errors import ThinkJError, exit_on_user_error
 from thinkj.pipeline_checks import (
     _check_lf_overrides,
     _check_verl_overrides,
+    _finite,
+    _one_of,
+    _positive_int,
     _split,
     benchmark_data,
     benchmark_inputs,
     decontaminate_against,
 )
+from thinkj.pipeline_profiles import CONFIGS, profile_budget, profile_hub_id, profile_path
 from thinkj.records import write_json
 from thinkj.stage_runner import fingerprints
 from thinkj.staging import promote
@@ -205,26 +208,6 @@ def _opt(flag: str, value: str) -> list[str]:
     return [flag, value] if value else []
 
 
-def _positive_int(name: str, value: str) -> None:
-    if not value.isdigit() or int(value) < 1:
-        raise ThinkJError(f"{name}={value!r}: must be a whole number >= 1")
-
-
-def _finite(name: str, value: str) -> float:
-    try:
-        number = float(value)
-    except ValueError:
-        raise ThinkJError(f"{name}={value!r}: must be a number") from None
-    if not math.isfinite(number):
-        raise ThinkJError(f"{name}={value!r}: must be a finite number")
-    return number
-
-
-def _one_of(name: str, value: str, allowed) -> None:
-    if value not in allowed:
-        raise ThinkJError(f"{name}={value!r}: must be one of {', '.join(allowed)}")
-
-
 def validate(s: dict[str, str]) -> None:
     """Check every setting before any stage runs; the first bad one fails in one line naming its variable."""
     from thinkj.evaluation.registry import BENCHMARKS
@@ -232,7 +215,7 @@ def validate(s: dict[str, str]) -> None:
     from thinkj.tables.specs import PAPER_ONLY, SPECS
 
     _one_of("DRY_RUN", s["DRY_RUN"], ("0", "1"))
-    _profile_hub_id(s["MODEL_PROFILE"], fetched=s["DRY_RUN"] != "1")
+    profile_hub_id(s["MODEL_PROFILE"], fetched=s["DRY_RUN"] != "1")
     _one_of("TRAIN_SOURCE", s["TRAIN_SOURCE"], SOURCES)
     _one_of("JUDGE_BACKEND", s["JUDGE_BACKEND"], ("vllm", "hf"))
     _one_of("LEARNING", s["LEARNING"], ("online", "offline"))
@@ -342,9 +325,9 @@ def plan(s: dict[str, str]) -> list[Stage]:
     traces, clipped, seed = data / "traces" / "traces.jsonl", data / "clip" / "clipped.jsonl", data / "seed_set"
     clean = data / "decontaminate" / "kept.jsonl"
     against = decontaminate_against(s, clean.parent / "decontaminate.done.json")
-    hub = _profile_hub_id(s["MODEL_PROFILE"], fetched=s["DRY_RUN"] != "1")
-    profile = _profile_path(s["MODEL_PROFILE"])
-    budget = s["DIFFICULTY_MAX_NEW_TOKENS"] or str(_profile_budget(s["MODEL_PROFILE"]))
+    hub = profile_hub_id(s["MODEL_PROFILE"], fetched=s["DRY_RUN"] != "1")
+    profile = profile_path(s["MODEL_PROFILE"])
+    budget = s["DIFFICULTY_MAX_NEW_TOKENS"] or str(profile_budget(s["MODEL_PROFILE"]))
     lf_config = CONFIGS / "llamafactory"
     tp = ["--tp", s["TP"]] if s["JUDGE_BACKEND"] == "vllm" else []
     # the inference stages use every GPU of the node: GPUS_PER_NODE / TP workers (thinkj.inference.data_parallel)
@@ -454,40 +437,6 @@ def verl_seed_overrides(seed: int) -> list[str]:
     from thinkj.online.verl_launch import seed_overrides
 
     return seed_overrides(seed)
-
-
-CONFIGS = Path(__file__).resolve().parent.parent / "configs"
-
-
-def _profile_path(profile: str) -> Path:
-    """configs/models/<profile>.yaml, or a profile YAML given by path (a model built for one run: the tiny one)."""
-    path = Path(profile) if profile.endswith((".yaml", ".yml")) else CONFIGS / "models" / f"{profile}.yaml"
-    if not path.is_file():
-        raise ThinkJError(f"MODEL_PROFILE={profile!r}: no {path}")
-    return path
-
-
-def _profile_hub_id(profile: str, fetched: bool = True) -> str:
-    """The hub id in configs/models/<profile>.yaml (the judge being filtered for, the clip tokenizer). A catalog
-    model (``thinkj_model: smollm2``) is its converted folder, which must be fetched unless ``fetched`` is false
-    (a dry run prints where it will be)."""
-    from thinkj.train.config import profile_settings
-
-    if not fetched:
-        from thinkj.models.catalog import model_dir
-        from thinkj.yaml_strict import read_yaml
-
-        data = read_yaml(_profile_path(profile))
-        if isinstance(data, dict) and isinstance(data.get("thinkj_model"), str) and "model_name_or_path" not in data:
-            return str(model_dir(data["thinkj_model"]))
-    return str(profile_settings(_profile_path(profile))["model_name_or_path"])
-
-
-def _profile_budget(profile: str) -> int:
-    """The profile's ``max_new_tokens``: the difficulty filter's budget unless DIFFICULTY_MAX_NEW_TOKENS is set."""
-    from thinkj.train.config import generation_budget
-
-    return generation_budget(_profile_path(profile))
 
 
 def _verl_config(algo: str) -> Path:

@@ -1,8 +1,10 @@
-"""The pipeline's checks of list-valued settings: LlamaFactory and verl overrides, and BENCHMARK_DATA (one line
-naming the setting, before stage 1; :mod:`thinkj.pipeline` calls them from ``validate`` and ``plan``)."""
+"""The pipeline's checks of settings: list-valued ones (LlamaFactory and verl overrides, BENCHMARK_DATA) and the
+small value rules (a whole number, a finite number, one of a list). Each fails in one line naming the setting,
+before stage 1; :mod:`thinkj.pipeline` calls them from ``validate`` and ``plan``."""
 
 from __future__ import annotations
 
+import math
 import shlex
 from collections.abc import Mapping
 from pathlib import Path
@@ -77,3 +79,23 @@ def benchmark_inputs(items: list[str]) -> dict[str, Path]:
     keeps their content."""
     pairs = [item.partition("=") for item in items]
     return {f"benchmark_{name}": Path(where) for name, _, where in pairs if where and Path(where).exists()}
+
+
+def _positive_int(name: str, value: str) -> None:
+    if not value.isdigit() or int(value) < 1:
+        raise ThinkJError(f"{name}={value!r}: must be a whole number >= 1")
+
+
+def _finite(name: str, value: str) -> float:
+    try:
+        number = float(value)
+    except ValueError:
+        raise ThinkJError(f"{name}={value!r}: must be a number") from None
+    if not math.isfinite(number):
+        raise ThinkJError(f"{name}={value!r}: must be a finite number")
+    return number
+
+
+def _one_of(name: str, value: str, allowed) -> None:
+    if value not in allowed:
+        raise ThinkJError(f"{name}={value!r}: must be one of {', '.join(allowed)}")
