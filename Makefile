@@ -34,7 +34,7 @@ lint: env
 	$(VENV)/bin/ruff check .
 
 bench: env
-	$(PY) benchmarks/reward_throughput.py
+	$(PY) scripts/speed/reward_throughput.py
 
 clean:
 	rm -rf runs .pytest_cache

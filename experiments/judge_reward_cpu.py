@@ -3,7 +3,7 @@
     python -m thinkj.models.cli fetch smollm2            # once (thinkj models fetch smollm2)
     python experiments/judge_reward_cpu.py --out runs/cpu/judge_reward [--sft-steps 40 --grpo-steps 12]
 
-The task: "Name a fruit. Choose one of: tiger, plum, drill, red." (categories and words from thinkj.demo.tiny_task;
+The task: "Name a fruit. Choose one of: tiger, plum, drill, red." (categories and words from thinkj.synthetic.fruit_task;
 exactly one option is of the asked category). A judge can tell a good answer, and a rule can check it: the answer
 names exactly one of the options, the right one (:func:`rule_ok`).
 
@@ -39,9 +39,9 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from thinkj.demo.tiny_task import CATEGORIES, CATEGORY_OF
 from thinkj.prompts import get_template, judge_output
 from thinkj.records import PreferencePair
+from thinkj.synthetic.fruit_task import CATEGORIES, CATEGORY_OF
 
 REFUSAL = "I cannot answer that."
 GOOD_FORMS = ["{w}.", "{W}", "The answer is {w}.", "{W} is {art} {c}.", "I choose {w}.", "Sure! {W}."]

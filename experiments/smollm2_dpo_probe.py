@@ -20,7 +20,7 @@ from collections import defaultdict
 from pathlib import Path
 
 from thinkj.inference import SamplingParams, make_backend
-from thinkj.judging import judge_both_orders
+from thinkj.inference.both_orders import judge_both_orders
 from thinkj.offline.build import DPO_DATASET, build_critic_pairs
 from thinkj.records import load_pairs
 from thinkj.train.config import parse_overrides

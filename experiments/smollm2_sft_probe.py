@@ -8,7 +8,7 @@ Writes ``n`` rule-based judge examples (the facts task's rationale + the right v
 trains the judge with LlamaFactory SFT on CPU, then judges ``--eval`` held-out pairs in both orders (greedy) and
 appends accuracy, pair accuracy (both orders right) and per-kind counts to ``runs/probe/results.jsonl``.
 ``--rationale fact_first`` is the rationale order used before 2026-11-23 ("The answer is X. Response (a) says Y,
-which is wrong. ..."); ``responses_first`` is the package's (``thinkj.demo.fact_task.explain``).
+which is wrong. ..."); ``responses_first`` is the package's (``thinkj.synthetic.fact_task.explain``).
 """
 
 from __future__ import annotations
@@ -19,13 +19,13 @@ import time
 from collections import defaultdict
 from pathlib import Path
 
-from thinkj.demo import fact_task
 from thinkj.export.llamafactory import write_sft_dataset
 from thinkj.inference import SamplingParams, make_backend
-from thinkj.judging import judge_both_orders
+from thinkj.inference.both_orders import judge_both_orders
 from thinkj.models.fetch import fetch_model
 from thinkj.offline.baselines import synthetic_judge_examples
 from thinkj.records import PreferencePair
+from thinkj.synthetic import fact_task
 from thinkj.train.config import parse_overrides
 from thinkj.train.launch import run_stage
 

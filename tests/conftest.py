@@ -18,8 +18,8 @@ os.environ.setdefault("THINKJ_CACHE", str(ROOT / ".cache"))
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
 os.environ.setdefault("WANDB_MODE", "disabled")
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))  # benchmarks.inputs: pathological inputs shared with the benchmark scripts
+if str(ROOT / "scripts" / "speed") not in sys.path:
+    sys.path.insert(0, str(ROOT / "scripts" / "speed"))  # worst_case: pathological inputs shared with the speed scripts
 
 from thinkj.paths import setup_caches  # noqa: E402
 
@@ -49,7 +49,7 @@ def load_script(relative_path: str) -> ModuleType:
 
 @pytest.fixture(scope="session")
 def tiny_model_dir(tmp_path_factory) -> Path:
-    from thinkj.tiny_model import build_tiny_model
+    from thinkj.models.tiny import build_tiny_model
 
     return build_tiny_model(tmp_path_factory.mktemp("tiny") / "model", seed=0)
 
@@ -58,7 +58,7 @@ def tiny_model_dir(tmp_path_factory) -> Path:
 def judge(tiny_model_dir, tmp_path_factory) -> Path:
     """The tiny model after a short fine-tune on Think-J answers: it writes parsable verdicts (about 70 %), so a
     reward has variance. One per session: the verl and TRL engine tests read it, none writes into it."""
-    from thinkj.tiny_model import finetune_tiny_judge
+    from thinkj.models.tiny import finetune_tiny_judge
 
     return finetune_tiny_judge(tiny_model_dir, tmp_path_factory.mktemp("judge") / "model")
 

@@ -23,7 +23,7 @@ def check_synthetic_results(out: Path, pairs_file: Path, n_pairs: int) -> dict[s
     """``<out>/synthetic.{judgments.jsonl,results.json}`` of ``thinkj eval run synthetic --data pairs_file``: both
     orders of all ``n_pairs`` pairs, right golds and verdicts, and the metrics recomputed. Returns the metrics."""
     from thinkj.prompts import get_template
-    from thinkj.verdict import parse_verdict
+    from thinkj.verdict_parser import parse_verdict
 
     labels = {row["id"]: row["label"] for row in map(json.loads, pairs_file.read_text().splitlines())}
     records = [json.loads(line) for line in (out / "synthetic.judgments.jsonl").read_text().splitlines()]

@@ -91,8 +91,8 @@ def test_written_file_has_the_usual_permissions(tmp_path):
 def test_demo_fallback_pairs_summary_is_written_atomically(tmp_path, monkeypatch):
     """The demo's rule-based fallback rewrites the critic-pairs summary.json; a failure leaves the old one."""
     from thinkj.demo.stages_offline import _add_rule_based_pairs
-    from thinkj.demo.tiny_task import make_pairs
     from thinkj.offline.build import DPO_DATASET
+    from thinkj.synthetic.fruit_task import make_pairs
 
     out = tmp_path / "iter_1"
     out.mkdir()

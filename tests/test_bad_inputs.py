@@ -19,9 +19,9 @@ from pathlib import Path
 
 import pytest
 
-from thinkj.demo.tiny_task import make_pairs
 from thinkj.errors import exit_on_user_error, run_typer
 from thinkj.records import write_jsonl
+from thinkj.synthetic.fruit_task import make_pairs
 
 ROOT = Path(__file__).resolve().parent.parent
 VENV_BIN = str(Path(sys.executable).parent)
@@ -228,7 +228,7 @@ def test_failed_pipeline_stage_names_the_stage_and_its_log(tmp_path):
 
 
 def test_ctrl_c_prints_the_interrupt_line(tmp_path):
-    from thinkj.demo.teacher_server import TeacherConfig, TeacherServer
+    from thinkj.synthetic.scripted_teacher import TeacherConfig, TeacherServer
 
     pairs = tmp_path / "pairs.jsonl"
     write_jsonl(pairs, make_pairs(2, seed=0))

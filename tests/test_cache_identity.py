@@ -19,13 +19,13 @@ from test_evaluation_run import write_rewardbench_fixture
 from typer.testing import CliRunner
 
 from thinkj.data.difficulty import run_difficulty
-from thinkj.demo.tiny_task import make_pairs
 from thinkj.errors import ThinkJError
 from thinkj.evaluation.cli import app
 from thinkj.inference.cache import ResultCache
 from thinkj.inference.identity import check_model_source, model_identity
+from thinkj.models.tiny import build_tiny_model
 from thinkj.records import write_jsonl
-from thinkj.tiny_model import build_tiny_model
+from thinkj.synthetic.fruit_task import make_pairs
 
 
 def _retrain(path):

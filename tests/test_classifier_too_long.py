@@ -10,10 +10,10 @@ from dataclasses import replace
 import pytest
 from typer.testing import CliRunner
 
-from thinkj.demo.tiny_task import make_pairs
 from thinkj.errors import ThinkJError
 from thinkj.evaluation.cli import app
 from thinkj.records import write_jsonl
+from thinkj.synthetic.fruit_task import make_pairs
 
 CONTEXT = 128  # the classifier's max_position_embeddings
 

@@ -8,11 +8,11 @@ import json
 
 import pytest
 
-from thinkj.demo import constraint_task as ct
-from thinkj.demo.tasks import get_task
-from thinkj.demo.teacher_server import TeacherConfig, scripted_answer
 from thinkj.prompts import get_template
-from thinkj.verdict import parse_verdict
+from thinkj.synthetic import constraint_task as ct
+from thinkj.synthetic.scripted_teacher import TeacherConfig, scripted_answer
+from thinkj.synthetic.tasks import get_task
+from thinkj.verdict_parser import parse_verdict
 
 
 def test_every_pair_is_labelled_by_the_oracle_and_the_worse_response_breaks_only_the_rule():

@@ -9,10 +9,10 @@ import sys
 import pytest
 
 from thinkj.data.difficulty import run_difficulty
-from thinkj.demo.tiny_task import make_pairs
 from thinkj.inference import SamplingParams
 from thinkj.prompts import judge_output
 from thinkj.records import load_pairs, write_jsonl
+from thinkj.synthetic.fruit_task import make_pairs
 
 
 class ScriptedJudge:

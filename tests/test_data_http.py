@@ -14,14 +14,14 @@ from pathlib import Path
 
 import pytest
 
-from thinkj.demo.teacher_server import TeacherConfig, TeacherServer, prompt_key
-from thinkj.demo.tiny_task import make_pairs
 from thinkj.inference import SamplingParams, make_backend
 from thinkj.inference.cache import ResultCache, cache_key
 from thinkj.inference.http_client import OpenAIChatBackend, _retry_after, served_identity, split_reasoning
 from thinkj.prompts import get_template
 from thinkj.records import write_jsonl
-from thinkj.verdict import parse_verdict
+from thinkj.synthetic.fruit_task import make_pairs
+from thinkj.synthetic.scripted_teacher import TeacherConfig, TeacherServer, prompt_key
+from thinkj.verdict_parser import parse_verdict
 
 ROOT = Path(__file__).resolve().parent.parent
 TEMPLATE = "judge_strength_v2"

@@ -13,10 +13,10 @@ import urllib.request
 
 import pytest
 
-from thinkj.demo.tiny_task import make_pairs
 from thinkj.inference import SamplingParams, make_backend
 from thinkj.inference.cache import ResultCache
 from thinkj.prompts import get_template
+from thinkj.synthetic.fruit_task import make_pairs
 
 
 def _free_port() -> int:

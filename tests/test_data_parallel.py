@@ -16,10 +16,10 @@ import sys
 
 import pytest
 
-from thinkj.demo.tiny_task import make_pairs
 from thinkj.errors import ThinkJError
 from thinkj.inference.data_parallel import device_groups, shard_bounds
 from thinkj.records import write_jsonl
+from thinkj.synthetic.fruit_task import make_pairs
 
 
 @pytest.mark.parametrize("n,count", [(80_000, 8), (10, 3), (2, 2), (7, 1), (0, 2)])

@@ -16,11 +16,11 @@ from thinkj.data.clip import explanation_of, run_clip
 from thinkj.data.seed_set import CRITIC_DATASET, JUDGE_DATASET, run_seed_set
 from thinkj.data.table1 import render_table1, table1_counts
 from thinkj.data.traces import run_traces
-from thinkj.demo.teacher_server import TeacherConfig, TeacherServer, parse_prompt
-from thinkj.demo.tiny_task import explain, make_pairs
 from thinkj.prompts import get_template, verdict_sentence
 from thinkj.records import RecordError, load_pairs, read_jsonl, write_jsonl
-from thinkj.verdict import parse_verdict
+from thinkj.synthetic.fruit_task import explain, make_pairs
+from thinkj.synthetic.scripted_teacher import TeacherConfig, TeacherServer, parse_prompt
+from thinkj.verdict_parser import parse_verdict
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from thinkj.demo import fact_task
 from thinkj.demo.summary import learning_checks, row_metrics
-from thinkj.demo.tasks import get_task
-from thinkj.demo.teacher_server import TeacherConfig, scripted_answer
 from thinkj.prompts import get_template
-from thinkj.verdict import parse_verdict
+from thinkj.synthetic import fact_task
+from thinkj.synthetic.scripted_teacher import TeacherConfig, scripted_answer
+from thinkj.synthetic.tasks import get_task
+from thinkj.verdict_parser import parse_verdict
 
 
 def test_held_out_items_share_no_entity_or_value_with_training_items():
@@ -42,7 +42,7 @@ def test_rationale_states_the_fact_and_what_each_response_does():
 
 def test_a_wrong_side_argument_concludes_for_the_side_it_is_told():
     from thinkj.offline.baselines import synthetic_critic_examples
-    from thinkj.verdict import parse_verdict as parse
+    from thinkj.verdict_parser import parse_verdict as parse
 
     pairs = fact_task.make_pairs(60, seed=3)
     for kind in ("wrong", "refusal"):
@@ -164,8 +164,8 @@ def test_every_task_module_defines_the_interface_and_a_partial_one_is_named(monk
 
     import pytest
 
-    from thinkj.demo.tasks import TASK_INTERFACE, TASKS, get_task
     from thinkj.errors import ThinkJError
+    from thinkj.synthetic.tasks import TASK_INTERFACE, TASKS, get_task
 
     for name in TASKS:
         assert get_task(name).module.__name__ == TASKS[name]
@@ -181,8 +181,8 @@ def test_every_task_module_defines_the_interface_and_a_partial_one_is_named(monk
 def test_offline_pairs_come_from_training_pairs_outside_the_seed_set(tmp_path):
     from thinkj.demo.runner import DemoContext
     from thinkj.demo.stages_offline import offline_pool
-    from thinkj.demo.tiny_task import make_pairs
     from thinkj.records import write_jsonl
+    from thinkj.synthetic.fruit_task import make_pairs
 
     pairs = make_pairs(10, seed=3)
     write_jsonl(tmp_path / "train.jsonl", pairs)

@@ -9,10 +9,10 @@ from conftest import shared_data
 from test_evaluation_run import run_cli, write_shortest
 
 from thinkj.evaluation.run import EvalConfig
+from thinkj.inference.both_orders import judge_both_orders
 from thinkj.inference.context import PromptBudget, budget_for_backend
-from thinkj.judging import judge_both_orders
+from thinkj.models.profiles import generation_budget
 from thinkj.prompts import get_template
-from thinkj.train.config import generation_budget
 
 
 def test_one_default_budget_from_the_model_profile():
@@ -71,8 +71,8 @@ def test_eval_run_with_the_default_budget_on_a_short_context_model_skips_everyth
 
 def test_difficulty_filter_follows_the_same_rule(tmp_path, tiny_model_dir):
     from thinkj.data.difficulty import run_difficulty
-    from thinkj.demo.tiny_task import make_pairs
     from thinkj.records import write_jsonl
+    from thinkj.synthetic.fruit_task import make_pairs
 
     pairs = make_pairs(4, seed=2)
     budget = PromptBudget.for_model(str(tiny_model_dir))
@@ -87,9 +87,9 @@ def test_difficulty_filter_follows_the_same_rule(tmp_path, tiny_model_dir):
 def test_http_backend_follows_the_same_rule(tmp_path, tiny_model_dir):
     # A model name only the server knows: prompt tokens are counted with --tokenizer; too-long pairs never reach
     # the server (the scripted teacher on 127.0.0.1 answers the others).
-    from thinkj.demo.teacher_server import TeacherServer
-    from thinkj.demo.tiny_task import make_pairs
     from thinkj.records import write_jsonl
+    from thinkj.synthetic.fruit_task import make_pairs
+    from thinkj.synthetic.scripted_teacher import TeacherServer
 
     pairs = make_pairs(4, seed=4)
     write_jsonl(tmp_path / "pairs.jsonl", pairs)

@@ -10,7 +10,7 @@ from conftest import shared_data
 
 from thinkj.evaluation.registry import load_benchmark, score
 from thinkj.evaluation.rows import take_items
-from thinkj.evaluation.specs import AUTOJ_GROUP_OF
+from thinkj.evaluation.scoring_rules import AUTOJ_GROUP_OF
 from thinkj.records import RecordError
 
 

@@ -6,9 +6,9 @@ import json
 
 import pytest
 
-from thinkj.evaluation.judgments import load_records, trials
+from thinkj.evaluation.judgment_records import load_records, trials
 from thinkj.evaluation.registry import read_judgments, score
-from thinkj.evaluation.specs import (
+from thinkj.evaluation.scoring_rules import (
     AUTOJ_GROUP_OF,
     REWARDBENCH_EXAMPLE_COUNTS,
     REWARDBENCH_ROWS,

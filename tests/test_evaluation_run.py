@@ -13,12 +13,12 @@ import pytest
 from conftest import shared_data
 from typer.testing import CliRunner
 
-from thinkj.demo.tiny_task import make_pairs
 from thinkj.evaluation.cli import app
 from thinkj.evaluation.registry import load_benchmark
 from thinkj.evaluation.run import EvalConfig, run_eval
 from thinkj.inference import SamplingParams, make_backend
 from thinkj.records import write_jsonl
+from thinkj.synthetic.fruit_task import make_pairs
 
 runner = CliRunner()
 

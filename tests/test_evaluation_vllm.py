@@ -15,8 +15,8 @@ import sys
 import pytest
 from judgment_checks import check_synthetic_results  # tests/ is on sys.path
 
-from thinkj.demo.tiny_task import make_pairs
 from thinkj.records import write_jsonl
+from thinkj.synthetic.fruit_task import make_pairs
 
 
 @pytest.mark.slow

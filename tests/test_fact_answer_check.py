@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import pytest
 
-from thinkj.demo.fact_answer_check import answer_kind, states_fact, values_named
-from thinkj.demo.fact_task import REFUSAL, Fact, facts, make_pairs
-from thinkj.demo.teacher_server import TeacherConfig, TeacherServer
 from thinkj.errors import ThinkJError
+from thinkj.synthetic.fact_answer_check import answer_kind, states_fact, values_named
+from thinkj.synthetic.fact_task import REFUSAL, Fact, facts, make_pairs
+from thinkj.synthetic.scripted_teacher import TeacherConfig, TeacherServer
 
 KENYA = Fact("capital", "Kenya", "Nairobi")
 HOURS = Fact("count", "hours are in a day", "twenty-four")

@@ -22,7 +22,6 @@ from pathlib import Path
 import pytest
 from aiohttp import web
 
-from thinkj.demo.tiny_task import make_pairs
 from thinkj.errors import StageIncomplete, exit_on_user_error, run_typer
 from thinkj.inference import SamplingParams
 from thinkj.inference.cache import CachedBackend, ResultCache
@@ -30,6 +29,7 @@ from thinkj.inference.failures import CallTally, FailedCall
 from thinkj.inference.http_client import OpenAIChatBackend
 from thinkj.prompts import judge_output
 from thinkj.records import load_pairs, write_jsonl
+from thinkj.synthetic.fruit_task import make_pairs
 
 _TOLD = re.compile(r"You are told that Response \(([ab])\)")
 FAULTS = ("dead", "500", "401", "garbage", "not_chat", "null_content", "hang", "drop")

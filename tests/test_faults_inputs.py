@@ -25,9 +25,9 @@ from pathlib import Path
 
 import pytest
 
-from thinkj.demo.tiny_task import make_pairs
 from thinkj.errors import ThinkJError, exit_on_user_error, run_typer
 from thinkj.records import RecordError, read_jsonl, write_json, write_jsonl
+from thinkj.synthetic.fruit_task import make_pairs
 
 ROOT = Path(__file__).resolve().parent.parent
 HH_ROW = {"chosen": "\n\nHuman: hi\n\nAssistant: hello there", "rejected": "\n\nHuman: hi\n\nAssistant: go away"}
@@ -443,8 +443,8 @@ def test_full_disk_under_the_generation_cache_is_one_line_and_leaves_no_empty_ca
     ``*.cache.sqlite`` (it was ``sqlite3.OperationalError: database or disk is full`` and an empty cache file); a cache
     that fills up while a stage writes is named the same way and keeps what it held."""
     from thinkj.atomic import WriteError
-    from thinkj.demo.teacher_server import TeacherConfig, TeacherServer
     from thinkj.inference.cache import ResultCache
+    from thinkj.synthetic.scripted_teacher import TeacherConfig, TeacherServer
 
     pairs = tmp_path / "pairs.jsonl"
     write_jsonl(pairs, make_pairs(3, seed=0))

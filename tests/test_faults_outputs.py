@@ -17,11 +17,11 @@ from pathlib import Path
 
 import pytest
 
-from thinkj.demo.tiny_task import make_pairs
 from thinkj.errors import ThinkJError
+from thinkj.folder_swap import promote, restore, staging_dir
 from thinkj.online.trl_grpo import DONE_MARKER, GRPORun, run_trl_grpo
 from thinkj.records import write_jsonl
-from thinkj.staging import promote, restore, staging_dir
+from thinkj.synthetic.fruit_task import make_pairs
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -166,7 +166,7 @@ LF_STEPS = {"max_steps": 1, "per_device_train_batch_size": 2, "save_strategy": "
 @pytest.mark.parametrize("case", ["missing dataset_dir", "dataset not listed", "dataset file gone", "missing model"])
 @pytest.mark.parametrize("force", [False, True])
 def test_a_llamafactory_rerun_with_a_bad_input_leaves_the_finished_stage_alone(tmp_path, tiny_model_dir, case, force):
-    from thinkj.train.config import ConfigError
+    from thinkj.models.profiles import ConfigError
     from thinkj.train.launch import run_stage
 
     files = _finished_lf_run(tmp_path / "run" / "judge_sft")

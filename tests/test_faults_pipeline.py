@@ -136,8 +136,8 @@ def test_changed_intermediate_output_stops_the_stage_that_read_it(tmp_path):
 def test_an_edited_model_profile_is_another_input(tmp_path, monkeypatch):
     import shutil
 
+    import thinkj.models.profiles as pipeline_profiles
     import thinkj.pipeline as pipeline
-    import thinkj.pipeline_profiles as pipeline_profiles
 
     configs = tmp_path / "configs"
     shutil.copytree(ROOT / "configs", configs)

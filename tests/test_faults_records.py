@@ -16,9 +16,9 @@ from types import SimpleNamespace
 
 import pytest
 
-from thinkj.demo.tiny_task import make_pairs
 from thinkj.errors import exit_on_user_error, run_typer
 from thinkj.records import RecordError, write_jsonl
+from thinkj.synthetic.fruit_task import make_pairs
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -180,7 +180,7 @@ def test_trl_rows_from_a_bad_parquet_are_one_record_error(name, tmp_path):
 
 @pytest.mark.parametrize("value", ["yes", 1, "false"])
 def test_judgment_flag_that_is_not_a_boolean_is_refused(value, tmp_path):
-    from thinkj.evaluation.judgments import load_records
+    from thinkj.evaluation.judgment_records import load_records
 
     path = tmp_path / "judgments.jsonl"
     rows = [{"item_id": "1", "order": order, "gold": gold, "verdict": None, "too_long": value}
@@ -233,7 +233,7 @@ def test_sweep_done_without_its_results_runs_its_steps_again(tmp_path, monkeypat
                     "results: '{run_dir}/r.results.json'\n")
     sweep_dir = tmp_path / "sw"
     from thinkj.sweep.runner import run_sweep
-    from thinkj.sweep.spec import load_spec
+    from thinkj.sweep.sweep_file import load_spec
 
     loaded = load_spec(spec)
     first = run_sweep(loaded, sweep_dir, out=sys.stderr)
@@ -250,10 +250,10 @@ def test_sweep_done_without_its_results_runs_its_steps_again(tmp_path, monkeypat
 def test_teacher_cache_keys_on_the_endpoint(tmp_path):
     """Two servers under one served model name answer differently: the second is asked, never served the first's
     answers from the cache (it used to be: exit 0 with the old server's verdicts)."""
-    from thinkj.demo.teacher_server import TeacherConfig, TeacherServer
     from thinkj.inference import SamplingParams, make_backend
     from thinkj.inference.cache import CachedBackend, ResultCache
     from thinkj.prompts import get_template
+    from thinkj.synthetic.scripted_teacher import TeacherConfig, TeacherServer
 
     convs = [get_template("judge_strength_v2").render(p) for p in make_pairs(3, seed=0)]
     cache = ResultCache(tmp_path / "cache.sqlite")

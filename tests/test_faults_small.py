@@ -12,10 +12,10 @@ from pathlib import Path
 
 import pytest
 
-from thinkj.demo.tiny_task import make_pairs
 from thinkj.errors import exit_on_user_error, run_typer
 from thinkj.prompts import judge_output
 from thinkj.records import RecordError, write_jsonl
+from thinkj.synthetic.fruit_task import make_pairs
 
 ROOT = Path(__file__).resolve().parent.parent
 

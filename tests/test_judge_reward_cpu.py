@@ -9,7 +9,7 @@ import pytest
 from conftest import load_script
 
 from thinkj.prompts import get_template
-from thinkj.verdict import parse_verdict
+from thinkj.verdict_parser import parse_verdict
 
 experiment = load_script("experiments/judge_reward_cpu.py")
 REFUSAL, judge_pair, rule_ok, task = experiment.REFUSAL, experiment.judge_pair, experiment.rule_ok, experiment.task

@@ -11,9 +11,9 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
-from thinkj.demo.tiny_task import explain, make_pairs
 from thinkj.export.llamafactory import write_preference_dataset
 from thinkj.prompts import get_template, judge_output
+from thinkj.synthetic.fruit_task import explain, make_pairs
 from thinkj.train.config import save_config
 from thinkj.train.launch import plan_stage
 

@@ -12,12 +12,12 @@ import json
 import pytest
 from typer.testing import CliRunner
 
-from thinkj.demo.tiny_task import make_pairs
 from thinkj.inference import _BACKENDS
+from thinkj.models.profiles import generation_budget
 from thinkj.prompts import judge_output
 from thinkj.records import write_jsonl
+from thinkj.synthetic.fruit_task import make_pairs
 from thinkj.train.cli import app
-from thinkj.train.config import generation_budget
 
 runner = CliRunner()
 

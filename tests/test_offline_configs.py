@@ -195,8 +195,8 @@ def test_llamafactory_qwen_template_renders_like_the_tiny_model(tiny_model_dir):
     from llamafactory.hparams import DataArguments
     from transformers import AutoTokenizer
 
-    from thinkj.demo.tiny_task import make_pairs
     from thinkj.prompts import get_template, judge_output
+    from thinkj.synthetic.fruit_task import make_pairs
 
     pair = make_pairs(2, seed=3)[1]
     prompt = get_template("judge_strength_v2").render(pair)

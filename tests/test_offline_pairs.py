@@ -16,7 +16,7 @@ from thinkj.offline.baselines import bt_examples, direct_sft_examples, rejection
 from thinkj.offline.critic_pairs import critic_guided_pairs, sampling_pairs
 from thinkj.prompts import get_template, judge_output
 from thinkj.records import PreferencePair
-from thinkj.verdict import parse_verdict
+from thinkj.verdict_parser import parse_verdict
 
 JUDGE = get_template("judge_strength_v2")
 FMT = JUDGE.answer

@@ -11,11 +11,11 @@ import math
 
 import pytest
 
-from thinkj.demo.tiny_task import explain, make_pairs
 from thinkj.export.llamafactory import write_preference_dataset, write_sft_dataset
 from thinkj.offline.baselines import bt_examples, synthetic_critic_examples, synthetic_judge_examples
 from thinkj.prompts import get_template, judge_output
-from thinkj.verdict import parse_verdict
+from thinkj.synthetic.fruit_task import explain, make_pairs
+from thinkj.verdict_parser import parse_verdict
 
 pytestmark = pytest.mark.slow
 

@@ -6,10 +6,10 @@ import json
 
 import pytest
 
-from thinkj.demo.tiny_task import make_pairs
 from thinkj.online.curves import CurveError, load_metrics, pick, plot_curves
 from thinkj.records import read_jsonl, write_jsonl
 from thinkj.rewards.verl import compute_score
+from thinkj.synthetic.fruit_task import make_pairs
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 

@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from thinkj.demo.tiny_task import make_pairs
 from thinkj.records import read_jsonl, write_jsonl
 from thinkj.rewards.twins import consistency_terms
 from thinkj.rewards.verl import compute_score
+from thinkj.synthetic.fruit_task import make_pairs
 
 
 @pytest.mark.slow

@@ -14,10 +14,10 @@ import numpy as np
 import pytest
 import torch
 
-from thinkj.demo.tiny_task import make_pairs
 from thinkj.online.verl_launch import CONFIG_DIR, LaunchError, VerlLaunch, build_command, check_override
 from thinkj.prompts import judge_output
 from thinkj.rewards.verl import compute_score
+from thinkj.synthetic.fruit_task import make_pairs
 
 ROOT = Path(__file__).resolve().parent.parent
 ALGO_CONFIGS = {"grpo": "grpo", "ppo": "ppo", "reinforce_pp": "reinforce_plus_plus"}

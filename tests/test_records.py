@@ -5,8 +5,8 @@ from pathlib import Path
 
 import pytest
 
-from thinkj.demo.tiny_task import make_pairs
 from thinkj.records import PreferencePair, RecordError, load_pairs, write_jsonl
+from thinkj.synthetic.fruit_task import make_pairs
 
 ROW = {"id": "x1", "source": "t", "messages": [{"role": "user", "content": "hi"}], "response_a": "A",
        "response_b": "B", "label": "a", "strength": 2, "meta": {}}

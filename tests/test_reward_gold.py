@@ -9,14 +9,14 @@ import math
 
 import numpy as np
 import pytest
-
-from benchmarks.inputs.reward_worst_case import (
+from worst_case.reward import (
     BAD_LABELS,
     BAD_STRENGTHS,
     STRENGTH_READERS,
     bad_ground_truths,
     ground_truth,
 )
+
 from thinkj.prompts import judge_output
 from thinkj.rewards import PRESETS, get_preset
 from thinkj.rewards.gold import pair_gold

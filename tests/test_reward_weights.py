@@ -9,8 +9,8 @@ import math
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from worst_case.reward import ground_truth, worst_case_inputs
 
-from benchmarks.inputs.reward_worst_case import ground_truth, worst_case_inputs
 from thinkj.errors import ThinkJError
 from thinkj.prompts import judge_output
 from thinkj.rewards import PRESETS, get_preset

@@ -11,8 +11,8 @@ import math
 import time
 
 import pytest
+from worst_case.reward import ground_truth, worst_case_inputs
 
-from benchmarks.inputs.reward_worst_case import ground_truth, worst_case_inputs
 from thinkj.rewards import PRESETS, get_preset
 from thinkj.rewards.multi_objective import parse_scores
 from thinkj.rewards.xml_judge import parse_xml_judgement

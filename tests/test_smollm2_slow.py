@@ -16,8 +16,8 @@ from pathlib import Path
 import pytest
 from judgment_checks import check_synthetic_results  # tests/ is on sys.path
 
-from thinkj.demo import fact_task
 from thinkj.records import write_jsonl
+from thinkj.synthetic import fact_task
 
 pytestmark = pytest.mark.slow
 

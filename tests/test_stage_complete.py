@@ -13,10 +13,10 @@ import subprocess
 import sys
 from pathlib import Path
 
-from thinkj.demo.teacher_server import TeacherConfig, TeacherServer, prompt_key
-from thinkj.demo.tiny_task import make_pairs
 from thinkj.prompts import get_template
 from thinkj.records import write_jsonl
+from thinkj.synthetic.fruit_task import make_pairs
+from thinkj.synthetic.scripted_teacher import TeacherConfig, TeacherServer, prompt_key
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -16,7 +16,7 @@ import pytest
 from thinkj.errors import ThinkJError
 from thinkj.records import RecordError, write_jsonl
 from thinkj.sweep import DONE_FILE, expand, load_spec, run_sweep
-from thinkj.sweep.spec import parse_overrides
+from thinkj.sweep.sweep_file import parse_overrides
 
 ROOT = Path(__file__).resolve().parent.parent
 EXPERIMENTS = ROOT / "experiments"
@@ -167,7 +167,7 @@ def test_tiny_trl_sweep_fills_the_table_and_reruns_nothing(tiny_model_dir, tmp_p
     from typer.testing import CliRunner
 
     from thinkj.cli import _register_subcommands, app
-    from thinkj.demo.tiny_task import make_pairs
+    from thinkj.synthetic.fruit_task import make_pairs
 
     write_jsonl(tmp_path / "train.jsonl", [p.to_dict() for p in make_pairs(8, seed=1)])
     write_jsonl(tmp_path / "test.jsonl", [p.to_dict() for p in make_pairs(4, seed=2, id_prefix="test")])

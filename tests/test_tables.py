@@ -283,7 +283,7 @@ def test_limit_protocol_and_unknown_completeness_are_marked(tmp_path):
 def full_rewardbench_records(unparsed_every: int = 0) -> list[dict]:
     """Both orders of every pair of the filtered split (a complete run); every ``unparsed_every``-th pair's
     original order has no verdict."""
-    from thinkj.evaluation.specs import REWARDBENCH_ROWS
+    from thinkj.evaluation.scoring_rules import REWARDBENCH_ROWS
 
     records, n = [], 0
     for subset, rows in REWARDBENCH_ROWS.items():

@@ -202,6 +202,6 @@ def test_views_from_the_command_line_and_listed(tmp_path):
 def test_view_columns_are_the_scorers_own_names():
     from thinkj.evaluation.judgebench import CATEGORIES
     from thinkj.evaluation.rewardbench2 import SUBSETS
-    from thinkj.tables.specs import JUDGEBENCH_CATEGORIES, RB2_SUBSETS
+    from thinkj.tables.layouts import JUDGEBENCH_CATEGORIES, RB2_SUBSETS
 
     assert RB2_SUBSETS == SUBSETS and JUDGEBENCH_CATEGORIES == tuple(CATEGORIES)

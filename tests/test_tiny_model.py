@@ -2,12 +2,12 @@ from __future__ import annotations
 
 import hashlib
 
-from thinkj.demo.tiny_task import make_pairs
 from thinkj.inference import SamplingParams, make_backend
+from thinkj.inference.both_orders import accuracy_summary, judge_both_orders
 from thinkj.inference.hf import MIN_SHARED_PREFIX, shared_prefix_length
-from thinkj.judging import accuracy_summary, judge_both_orders
+from thinkj.models.tiny import build_tiny_model
 from thinkj.prompts import get_template, list_templates
-from thinkj.tiny_model import build_tiny_model
+from thinkj.synthetic.fruit_task import make_pairs
 
 
 def test_round_trip_chat_template_and_generate(tiny_model_dir):

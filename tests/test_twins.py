@@ -12,12 +12,12 @@ import pytest
 import torch
 from verl_batches import reward_batch  # tests/ is on sys.path
 
-from thinkj.demo.tiny_task import make_pairs
 from thinkj.errors import ThinkJError
 from thinkj.online.verl_launch import CONFIG_DIR, LaunchError, VerlLaunch, build_command, check_rl_parquet
 from thinkj.prompts import judge_output
 from thinkj.rewards.twins import consistency_terms, gold_balance, group_keys, position_stats
 from thinkj.rewards.weights import RewardWeightError
+from thinkj.synthetic.fruit_task import make_pairs
 
 A, B = judge_output("reasons", "a", 2), judge_output("reasons", "b", 2)
 # one comparison, two rollouts per order; in order 0 the gold is (a), in order 1 (its twin) the gold is (b)

@@ -5,7 +5,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from thinkj.prompts import AnswerFormat, get_template, judge_output, scores_sentence
-from thinkj.verdict import parse_verdict
+from thinkj.verdict_parser import parse_verdict
 
 GOOD = ("<think>\nResponse (a) answers the question.\n</think>\n"
         "Therefore, Response (a) is better, and the preference strength is [[2]].")

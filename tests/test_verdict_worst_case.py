@@ -6,10 +6,10 @@ import math
 import time
 
 import pytest
+from worst_case.verdict import LIMIT_S, pathological_inputs
 
-from benchmarks.inputs.verdict_worst_case import LIMIT_S, pathological_inputs
 from thinkj.prompts import AnswerFormat
-from thinkj.verdict import parse_verdict
+from thinkj.verdict_parser import parse_verdict
 
 FORMATS = (AnswerFormat(), AnswerFormat(strength="forbidden", scores=True), AnswerFormat(think=False))
 

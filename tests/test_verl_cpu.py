@@ -208,8 +208,8 @@ def test_think_trap_is_found_and_refused_at_launch(tiny_model_dir, tmp_path, cap
 def test_cli_device_cpu_reaches_the_launcher(tiny_model_dir, tmp_path):
     from typer.testing import CliRunner
 
-    from thinkj.demo.tiny_task import make_pairs
     from thinkj.export.verl import write_verl_parquet
+    from thinkj.synthetic.fruit_task import make_pairs
     from thinkj.train.cli import app
 
     write_verl_parquet(tmp_path / "t.parquet", make_pairs(4, seed=0))  # the dry run checks the data as the launch does

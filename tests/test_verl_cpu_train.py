@@ -42,8 +42,8 @@ pytestmark = [pytest.mark.slow, pytest.mark.timeout(1800)]  # a judge fine-tune,
 
 @pytest.fixture(scope="module")
 def data(tmp_path_factory) -> dict[str, Path]:
-    from thinkj.demo.tiny_task import make_pairs
     from thinkj.export.verl import write_verl_parquet
+    from thinkj.synthetic.fruit_task import make_pairs
 
     out = tmp_path_factory.mktemp("verl_data")
     write_verl_parquet(out / "train.parquet", [p for p in make_pairs(24, seed=31) if p.label != "tie"][:16])
@@ -159,8 +159,8 @@ def merge_and_evaluate(judge: Path, run: dict, first: dict, last: dict) -> None:
                             str(out / "checkpoints" / "global_step_2" / "actor"), str(hf)],
                            capture_output=True, text=True, timeout=600, env={**os.environ, "PYTHON": sys.executable})
     assert merge.returncode == 0, merge.stderr[-3000:]
-    from thinkj.demo.tiny_task import make_pairs
     from thinkj.records import write_jsonl
+    from thinkj.synthetic.fruit_task import make_pairs
 
     write_jsonl(out / "pairs.jsonl", make_pairs(4, seed=33))
     evaluation = subprocess.run([sys.executable, "-m", "thinkj.cli", "eval", "run", "synthetic", "--model", str(hf),

@@ -16,9 +16,9 @@ from pathlib import Path
 import pytest
 from test_verl_cpu_train import check_common, merge_and_evaluate, recomputed_rewards, train  # judge: conftest's
 
-from thinkj.demo.tiny_task import make_pairs
 from thinkj.rewards import get_preset
 from thinkj.rewards.twins import consistency_terms
+from thinkj.synthetic.fruit_task import make_pairs
 
 FLIP = {"a": "b", "b": "a"}
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(1800)]  # a verl run (the judge is shared with the other engine tests)

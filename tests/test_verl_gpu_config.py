@@ -89,8 +89,8 @@ def test_flash_attention_2_where_flash_attn_imports(tmp_path, monkeypatch):
 
 
 def test_a_gpu_dry_run_says_which_attention_and_that_validation_is_off(tmp_path, capsys):
-    from thinkj.demo.tiny_task import make_pairs
     from thinkj.export.verl import write_verl_parquet
+    from thinkj.synthetic.fruit_task import make_pairs
 
     write_verl_parquet(tmp_path / "t.parquet", [p for p in make_pairs(8, seed=0) if p.label != "tie"])
     assert main(["--algo", "grpo", "--model", "m", "--data", str(tmp_path / "t.parquet"), "--out", str(tmp_path / "o"),

@@ -19,9 +19,9 @@ SCRIPT = textwrap.dedent('''
     import json, sys
     from thinkj.data.difficulty import run_difficulty
     from thinkj.inference import SamplingParams, make_backend
-    from thinkj.judging import accuracy_summary, judge_both_orders
+    from thinkj.inference.both_orders import accuracy_summary, judge_both_orders
     from thinkj.records import write_jsonl
-    from thinkj.demo.tiny_task import make_pairs
+    from thinkj.synthetic.fruit_task import make_pairs
 
     if __name__ == "__main__":
         model, work = sys.argv[1], sys.argv[2]

@@ -39,7 +39,7 @@ SUBCOMMANDS: list[tuple[str, str]] = [
 @app.command("tiny-model")
 def tiny_model(out_dir: Path, seed: int = typer.Option(0, help="weights and tokenizer are a function of this")) -> None:
     """Build the tiny offline Qwen2-architecture chat model into OUT_DIR."""
-    from thinkj.tiny_model import build_tiny_model
+    from thinkj.models.tiny import build_tiny_model
 
     path = build_tiny_model(out_dir, seed=seed)
     typer.echo(f"tiny model written to {path}")

@@ -3,12 +3,13 @@
     python -m thinkj.gpu_smoke --out runs/gpu_smoke            # CUDA (refuses when torch sees none)
     python -m thinkj.gpu_smoke --out runs/gpu_smoke --device cpu
 
-On a model made on the spot (:func:`thinkj.tiny_model.build_tiny_model`, what ``thinkj tiny-model`` writes):
+On a model made on the spot (:func:`thinkj.models.tiny.build_tiny_model`, what ``thinkj tiny-model`` writes):
 
-1. ``sft``: a short full fine-tune on Think-J answers on the device (:func:`thinkj.tiny_model.finetune_tiny_judge`,
+1. ``sft``: a short full fine-tune on Think-J answers on the device (:func:`thinkj.models.tiny.finetune_tiny_judge`,
    the project's LlamaFactory-free SFT; LlamaFactory itself is not on a bare GPU machine). Passes when the loss fell.
 2. ``hf-judge-bf16``: the hf inference backend loads the fine-tuned judge in bfloat16 on the device and judges
-   synthetic pairs in both orders (:func:`thinkj.judging.judge_both_orders`). Passes when the weights are bf16 on the
+   synthetic pairs in both orders (:func:`thinkj.inference.both_orders.judge_both_orders`). Passes when the weights
+   are bf16 on the
    device and most answers parse to a verdict.
 3. ``trl-grpo``: 2 steps of TRL's GRPOTrainer with the Think-J reward (:func:`thinkj.online.trl_grpo.run_trl_grpo`,
    bf16 on a GPU). Passes when both steps logged a finite reward and the policy was saved.
@@ -42,7 +43,7 @@ def _device(name: str) -> str:
 
 
 def check_sft(base: Path, out: Path, device: str) -> tuple[bool, str]:
-    from thinkj.tiny_model import finetune_tiny_judge
+    from thinkj.models.tiny import finetune_tiny_judge
 
     start = time.monotonic()
     finetune_tiny_judge(base, out, steps=SFT_STEPS, device=device)
@@ -55,10 +56,10 @@ def check_sft(base: Path, out: Path, device: str) -> tuple[bool, str]:
 def check_hf_judge(judge: Path, device: str) -> tuple[bool, str]:
     import torch
 
-    from thinkj.demo.tiny_task import make_pairs
     from thinkj.inference.base import SamplingParams
+    from thinkj.inference.both_orders import accuracy_summary, judge_both_orders
     from thinkj.inference.hf import HFBackend
-    from thinkj.judging import accuracy_summary, judge_both_orders
+    from thinkj.synthetic.fruit_task import make_pairs
 
     backend = HFBackend(judge, device=device, dtype="bfloat16", batch_size=16)
     weights = next(backend.model.parameters())
@@ -74,9 +75,9 @@ def check_hf_judge(judge: Path, device: str) -> tuple[bool, str]:
 
 
 def check_grpo(judge: Path, work: Path, device: str) -> tuple[bool, str]:
-    from thinkj.demo.tiny_task import make_pairs
     from thinkj.online.trl_grpo import GRPORun, run_trl_grpo
     from thinkj.records import write_jsonl
+    from thinkj.synthetic.fruit_task import make_pairs
 
     data = work / "grpo_pairs.jsonl"
     write_jsonl(data, [p for p in make_pairs(24, seed=202) if p.label in ("a", "b")][:8])
@@ -95,7 +96,7 @@ def check_grpo(judge: Path, work: Path, device: str) -> tuple[bool, str]:
 
 
 def run_checks(out: Path, device: str) -> list[tuple[str, bool, str]]:
-    from thinkj.tiny_model import build_tiny_model
+    from thinkj.models.tiny import build_tiny_model
 
     out.mkdir(parents=True, exist_ok=True)
     base = build_tiny_model(out / "tiny", seed=0)

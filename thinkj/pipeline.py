@@ -50,6 +50,8 @@ from pathlib import Path
 
 from thinkj import stage_runner
 from thinkj.errors import ThinkJError, exit_on_user_error
+from thinkj.folder_swap import promote
+from thinkj.models.profiles import CONFIGS, profile_budget, profile_hub_id, profile_path
 from thinkj.pipeline_checks import (
     _check_lf_overrides,
     _check_verl_overrides,
@@ -61,10 +63,8 @@ from thinkj.pipeline_checks import (
     benchmark_inputs,
     decontaminate_against,
 )
-from thinkj.pipeline_profiles import CONFIGS, profile_budget, profile_hub_id, profile_path
 from thinkj.records import write_json
 from thinkj.stage_runner import fingerprints
-from thinkj.staging import promote
 
 # name -> (default, what it is). Model-specific defaults come from the thin per-model scripts.
 DEFAULTS: dict[str, tuple[str, str]] = {
@@ -212,7 +212,7 @@ def validate(s: dict[str, str]) -> None:
     """Check every setting before any stage runs; the first bad one fails in one line naming its variable."""
     from thinkj.evaluation.registry import BENCHMARKS
     from thinkj.rewards import PRESETS
-    from thinkj.tables.specs import PAPER_ONLY, SPECS
+    from thinkj.tables.layouts import PAPER_ONLY, SPECS
 
     _one_of("DRY_RUN", s["DRY_RUN"], ("0", "1"))
     profile_hub_id(s["MODEL_PROFILE"], fetched=s["DRY_RUN"] != "1")

@@ -154,8 +154,8 @@ def task_cmd(
     import json
 
     from thinkj.checks import check_output_dir, check_range
-    from thinkj.demo.tasks import get_task
     from thinkj.records import write_jsonl
+    from thinkj.synthetic.tasks import get_task
 
     check_range("--train", train, low=1)
     check_range("--test", test, low=1)
@@ -206,7 +206,7 @@ def teacher_serve_cmd(
 ) -> None:
     """Serve the scripted R1 stand-in for a demo task on HOST:PORT until interrupted."""
     from thinkj.checks import check_range
-    from thinkj.demo.teacher_server import TeacherConfig, serve_forever
+    from thinkj.synthetic.scripted_teacher import TeacherConfig, serve_forever
 
     check_range("--port", port, low=0, high=65535)
     for option, rate in (("--error-rate", error_rate), ("--empty-explanation-rate", empty_explanation_rate)):

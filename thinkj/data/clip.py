@@ -28,7 +28,7 @@ from thinkj.prompts import judge_output
 from thinkj.records import RecordError, read_jsonl, write_json, write_jsonl
 
 # Where the final verdict sentence starts: the last "Therefore, Response (x)" (any case, optional bold), else
-# the last line. This only splits text; the verdict itself was parsed by thinkj.verdict in the traces stage.
+# the last line. This only splits text; the verdict itself was parsed by thinkj.verdict_parser in the traces stage.
 _VERDICT_START = re.compile(r"(?:\*\*)?\s*therefore,?\s+(?:\*\*)?response\s*\(?[ab]\)?", re.IGNORECASE)
 _HEADING = re.compile(r"^\s*(?:#+\s*|\*\*)?(?:explanation|summary)\s*:?\s*(?:\*\*)?\s*:?\s*$", re.IGNORECASE | re.MULTILINE)
 

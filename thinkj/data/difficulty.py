@@ -38,7 +38,7 @@ from thinkj.inference.failures import CallTally, FailedCall, check_failure_rate
 from thinkj.progress import progress_bar
 from thinkj.prompts import get_template
 from thinkj.records import PreferencePair, load_pairs, write_json, write_jsonl
-from thinkj.verdict import parse_verdict
+from thinkj.verdict_parser import parse_verdict
 
 DEFAULT_CHUNK = 64  # pairs per generate call: each finished chunk is in the cache before the next starts
 
@@ -103,7 +103,7 @@ def run_difficulty(in_path: str | os.PathLike, out_path: str | os.PathLike, *, m
         check_template_kind,
     )
     from thinkj.inference import LOCAL_ENGINES, make_backend
-    from thinkj.train.config import generation_budget
+    from thinkj.models.profiles import generation_budget
 
     budget_option = "--max-new-tokens" if max_new_tokens is not None else "--max-new-tokens (the model profile's default)"
     if max_new_tokens is None:

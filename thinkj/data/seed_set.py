@@ -12,7 +12,7 @@
 All files go into one folder with a merged ``dataset_info.json`` and ``seed_set.summary.json``. Every input
 (the clipped traces and ``--rl-pairs``) is read and checked before the first file is written, so a bad input
 leaves no half-made seed set behind. Each SFT target is read by the one verdict parser
-(:func:`thinkj.verdict.parse_verdict`): a target whose verdict contradicts the pair's label, that states none, or
+(:func:`thinkj.verdict_parser.parse_verdict`): a target whose verdict contradicts the pair's label, that states none, or
 whose strength differs from the one the critic prompt is told is refused with file, line and field -- SFT on it
 would teach the judge the wrong side, or the critic to contradict its instruction.
 """
@@ -30,7 +30,7 @@ from thinkj.export.llamafactory import write_sft_dataset
 from thinkj.export.verl import write_verl_parquet
 from thinkj.prompts import AnswerFormat, get_template
 from thinkj.records import PreferencePair, RecordError, load_pairs, read_jsonl, write_json, write_jsonl
-from thinkj.verdict import STRENGTH_RANGE, parse_verdict
+from thinkj.verdict_parser import STRENGTH_RANGE, parse_verdict
 
 JUDGE_DATASET, CRITIC_DATASET = "thinkj_judge_sft", "thinkj_critic_sft"
 

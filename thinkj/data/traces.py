@@ -3,7 +3,7 @@
 Every pair goes to the teacher once, rendered with a judge template (``judge_strength_v2`` by default),
 at temperature 0.0 as in the paper, through the OpenAI-compatible client (:mod:`thinkj.inference.http_client`)
 with its result cache, so an interrupted run resumes and a finished one reruns for free. The teacher's
-verdict is read with :func:`thinkj.verdict.parse_verdict` (lenient: real teachers vary the wording) from
+verdict is read with :func:`thinkj.verdict_parser.parse_verdict` (lenient: real teachers vary the wording) from
 the reasoning + answer, and the accuracy filter keeps traces whose verdict equals the label.
 
 Output: ``out`` (JSONL; ``pair`` -- the PreferencePair as a dict, with the gold label and strength -- plus the
@@ -31,7 +31,7 @@ from thinkj.inference.cache import ResultCache
 from thinkj.inference.http_client import ChatResult, OpenAIChatBackend
 from thinkj.prompts import get_template
 from thinkj.records import PreferencePair, RecordError, load_pairs, write_json, write_jsonl
-from thinkj.verdict import parse_verdict
+from thinkj.verdict_parser import parse_verdict
 
 
 def trace_pair(row: Any, path: str | os.PathLike | None = None, line: int | None = None) -> PreferencePair:

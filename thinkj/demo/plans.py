@@ -22,7 +22,7 @@ ONLINE_DATA = ("seed_set", "train_pairs")  # where the online stage's prompts co
 class DemoPlan:
     model: str  # "tiny" (built on the spot) or a ``thinkj models`` catalog name
     profile: str  # LlamaFactory model profile (configs/models/)
-    task: str  # thinkj.demo.tasks
+    task: str  # thinkj.synthetic.tasks
     threads: int = 2
     train_pairs: int = 512
     test_pairs: int = 100

@@ -59,8 +59,8 @@ def evaluate(ctx) -> dict[str, Any]:
     from thinkj.demo.plans import hf_backend_args
     from thinkj.evaluation.run import EvalConfig, judge_records, results_document
     from thinkj.inference import SamplingParams, make_backend
+    from thinkj.inference.both_orders import judge_both_orders
     from thinkj.inference.cache import CachedBackend, ResultCache
-    from thinkj.judging import judge_both_orders
     from thinkj.records import write_jsonl
 
     models: dict[str, Path] = ctx.artifacts.get("models") or {}

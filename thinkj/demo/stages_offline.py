@@ -30,10 +30,10 @@ def _sft_data(ctx) -> tuple[dict[str, dict[str, str]], str]:
     """
     import shutil
 
-    from thinkj.demo.tasks import get_task
     from thinkj.export.llamafactory import register_dataset, write_sft_dataset
     from thinkj.offline.baselines import synthetic_critic_examples, synthetic_judge_examples
     from thinkj.records import load_pairs
+    from thinkj.synthetic.tasks import get_task
 
     names = ("thinkj_judge_sft", "thinkj_critic_sft")
     task = get_task(ctx.plan.task)
@@ -130,11 +130,11 @@ def critic_pairs(ctx) -> dict[str, Any]:
 
 def _add_rule_based_pairs(ctx, out: Path, pairs, summary: dict[str, Any]) -> dict[str, Any]:
     """Too few critic-guided pairs (an undertrained model): add rule-based ones, flagged, so DPO still runs."""
-    from thinkj.demo.tasks import get_task
     from thinkj.export.llamafactory import write_preference_dataset
     from thinkj.offline.build import DPO_DATASET
     from thinkj.prompts import get_template, judge_output
     from thinkj.records import write_json
+    from thinkj.synthetic.tasks import get_task
 
     explain = get_task(ctx.plan.task).explain
     min_pairs = ctx.plan.min_pairs

@@ -11,7 +11,7 @@ from thinkj.records import write_jsonl
 def build_model(ctx) -> dict[str, Any]:
     """The tiny model is built from a seed; a catalog model (SmolLM2) is fetched once into the cache."""
     if ctx.plan.model == "tiny":
-        from thinkj.tiny_model import build_tiny_model
+        from thinkj.models.tiny import build_tiny_model
 
         path = build_tiny_model(ctx.stage("tiny_model") / "model", seed=ctx.seed)
         info = json.loads((path / "thinkj_tiny.json").read_text())
@@ -28,7 +28,7 @@ def build_model(ctx) -> dict[str, Any]:
 
 
 def make_data(ctx) -> dict[str, Any]:
-    from thinkj.demo.tasks import get_task
+    from thinkj.synthetic.tasks import get_task
 
     task = get_task(ctx.plan.task)
     out = ctx.stage("synthetic_data")
@@ -46,7 +46,7 @@ def make_data(ctx) -> dict[str, Any]:
 def judge_base(ctx) -> dict[str, Any]:
     from thinkj.demo.plans import hf_backend_args
     from thinkj.inference import SamplingParams, make_backend
-    from thinkj.judging import accuracy_summary, judge_both_orders
+    from thinkj.inference.both_orders import accuracy_summary, judge_both_orders
     from thinkj.records import load_pairs
 
     backend = make_backend("hf", str(ctx.artifacts["base_model"]), **hf_backend_args(ctx.plan, 32))

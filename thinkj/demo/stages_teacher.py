@@ -1,6 +1,6 @@
 """Demo stages 50-70, the teacher part of data selection: traces from the scripted R1 over HTTP, clip, seed set.
 
-The teacher is :class:`thinkj.demo.teacher_server.TeacherServer` on 127.0.0.1 (a free port) knowing the plan's
+The teacher is :class:`thinkj.synthetic.scripted_teacher.TeacherServer` on 127.0.0.1 (a free port) knowing the plan's
 task, reached through the same OpenAI-compatible client a real R1 run uses. It answers wrongly on ~15 % of prompts
 and without an explanation on ~10 % (the plan's ``teacher`` settings), so the accuracy filter and trace clipping
 both drop items. The stages read the upstream ``selected_pairs`` (difficulty + dedup) when present, else
@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from thinkj.demo.teacher_server import TeacherConfig, TeacherServer
+from thinkj.synthetic.scripted_teacher import TeacherConfig, TeacherServer
 
 
 def teacher_traces(ctx) -> dict[str, Any]:

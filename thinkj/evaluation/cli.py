@@ -93,7 +93,7 @@ def run(benchmark: str = typer.Argument(..., help=BENCH_HELP),
     from thinkj.inference.base import SamplingParams
     from thinkj.inference.failures import check_failure_rate
     from thinkj.inference.identity import check_model_source
-    from thinkj.train.config import generation_budget
+    from thinkj.models.profiles import generation_budget
 
     check_sampling(temperature, top_p, max_new_tokens)  # one line naming the option, before any model loads
     check_failure_rate(max_failure_rate)

@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from thinkj.inference.base import SamplingParams
-from thinkj.train.config import generation_budget
+from thinkj.models.profiles import generation_budget
 
 SCALAR_BACKEND = "classifier"  # a Bradley-Terry classifier scores each response; no generation
 

@@ -23,7 +23,7 @@ from collections import defaultdict
 from typing import Any
 
 from thinkj.errors import ThinkJError
-from thinkj.evaluation.judgments import ORDERS, by_comparison, completeness, in_original_positions, pct
+from thinkj.evaluation.judgment_records import ORDERS, by_comparison, completeness, in_original_positions, pct
 from thinkj.evaluation.rows import read_rows, row_field, unique_pairs
 from thinkj.records import PreferencePair, RecordError
 

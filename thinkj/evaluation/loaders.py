@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from thinkj.evaluation.rows import prompt_messages, read_rows, row_field, unique_pairs
-from thinkj.evaluation.specs import AUTOJ_LABELS, RMBENCH_DOMAINS, RMBENCH_STYLES
+from thinkj.evaluation.scoring_rules import AUTOJ_LABELS, RMBENCH_DOMAINS, RMBENCH_STYLES
 from thinkj.records import PreferencePair, RecordError, load_pairs
 
 

@@ -1,6 +1,6 @@
 """Scorers of the pair benchmarks -- RewardBench, RM-Bench, Auto-J and PreferencePair sets (percentages 0-100).
 
-Each scorer reads judgment records alone (:mod:`thinkj.evaluation.judgments`) and returns every number with its
+Each scorer reads judgment records alone (:mod:`thinkj.evaluation.judgment_records`) and returns every number with its
 rule (``<metric>_rule``) and whether the run covers the whole benchmark (``complete``, ``missing``): a missing
 section or domain counts as 0 in the overall, so a partial run can never pass for a full one. Each scorer is
 registered in :mod:`thinkj.evaluation.registry`.
@@ -12,7 +12,7 @@ from collections import defaultdict
 from typing import Any
 
 from thinkj.errors import ThinkJError
-from thinkj.evaluation.judgments import (
+from thinkj.evaluation.judgment_records import (
     ORDERS,
     PROTOCOL_RULES,
     Record,
@@ -25,7 +25,7 @@ from thinkj.evaluation.judgments import (
     pct,
     trials,
 )
-from thinkj.evaluation.specs import (
+from thinkj.evaluation.scoring_rules import (
     AUTOJ_GROUP_OF,
     AUTOJ_ITEMS,
     AUTOJ_SCENARIO_GROUPS,

@@ -8,7 +8,7 @@ benchmark means writing its module (loader + scorer, with the upstream rules it 
                                         load=mybench.load, score=mybench.score))
 
 A pair benchmark (``load`` given) is judged by the generic pairwise runner in both orders and its records are
-checked by :mod:`thinkj.evaluation.judgments`; a benchmark whose items are not pairs brings ``run`` and
+checked by :mod:`thinkj.evaluation.judgment_records`; a benchmark whose items are not pairs brings ``run`` and
 ``load_records`` of its own (RewardBench 2: best-of-4 and Ties sets).
 """
 
@@ -22,9 +22,9 @@ from typing import Any
 
 from thinkj.errors import ThinkJError
 from thinkj.evaluation import judgebench, loaders, metrics, rewardbench2, rewardbench2_run
-from thinkj.evaluation.judgments import Record, RecordCheck, check_both_orders, load_records, validate_record
+from thinkj.evaluation.judgment_records import Record, RecordCheck, check_both_orders, load_records, validate_record
 from thinkj.evaluation.rows import take_items
-from thinkj.evaluation.specs import AUTOJ_TEST_URL
+from thinkj.evaluation.scoring_rules import AUTOJ_TEST_URL
 from thinkj.records import PreferencePair
 from thinkj.registry import Registry
 

@@ -148,7 +148,7 @@ def generative_records(backend: InferenceBackend, items: list[Item], mode: str, 
 def round_robin_records(backend: InferenceBackend, items: list[Item], template: str, params: SamplingParams,
                         cache: ResultCache, chunk: int) -> list[dict[str, Any]]:
     """Every pair of an item's answers through our pairwise prompt in both orders (labelled NOT official)."""
-    from thinkj.judging import judge_both_orders
+    from thinkj.inference.both_orders import judge_both_orders
 
     def gold(i: int, j: int, k: int) -> str:
         return "tie" if (i < k) == (j < k) else ("a" if i < k else "b")

@@ -26,11 +26,11 @@ from thinkj.evaluation.failed_calls import check_failed_calls, with_failed_calls
 from thinkj.evaluation.registry import get_benchmark, load_benchmark, score
 from thinkj.inference import LOCAL_ENGINES
 from thinkj.inference.base import InferenceBackend
+from thinkj.inference.both_orders import judge_both_orders
 from thinkj.inference.cache import CachedBackend, ResultCache
 from thinkj.inference.context import PromptBudget, budget_for_backend
 from thinkj.inference.failures import check_failure_rate
 from thinkj.inference.lazy import LazyBackend
-from thinkj.judging import judge_both_orders
 from thinkj.progress import progress_bar
 from thinkj.records import PreferencePair, write_jsonl
 

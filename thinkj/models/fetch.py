@@ -10,7 +10,7 @@ Steps, each skipped when its output is already there, so a rerun is a no-op and 
    rebuilt from the GGUF's own metadata (:mod:`thinkj.models.gguf_tokenizer`);
 4. :mod:`thinkj.models.verify` checks tokenizer round trip, chat template, a greedy completion and a perplexity;
 5. ``thinkj_model.json`` is written into the finished folder, which then takes the place of any earlier one
-   (:mod:`thinkj.staging`: the earlier folder is deleted only after the swap).
+   (:mod:`thinkj.folder_swap`: the earlier folder is deleted only after the swap).
 """
 
 from __future__ import annotations
@@ -25,10 +25,10 @@ from pathlib import Path
 from typing import Any
 
 from thinkj.errors import ThinkJError
+from thinkj.folder_swap import promote, restore
 from thinkj.locks import exclusive
 from thinkj.models.catalog import DONE_MARKER, MODELS, ModelSpec, model_dir, models_root
 from thinkj.records import write_json
-from thinkj.staging import promote, restore
 
 
 def _wheel_filename_prefix(spec: ModelSpec) -> str:

@@ -5,7 +5,7 @@
   right verdict and a well-formed answer are kept as SFT targets -> ``judge_sft.yaml`` with that dataset.
 * BT classifier: the comparison's own chosen / rejected responses under the original conversation ->
   ``bt_rm.yaml`` (LlamaFactory stage ``rm``).
-* Synthetic judge / critic SFT data: rule-based rationales (``thinkj.demo.tiny_task.explain``) for the tiny-model
+* Synthetic judge / critic SFT data: rule-based rationales (``thinkj.synthetic.fruit_task.explain``) for the tiny-model
   demo when no teacher traces exist.
 
     thinkj train baseline-data --pairs train.jsonl --out runs/x/baselines              # direct + BT
@@ -21,7 +21,7 @@ from thinkj.inference.base import InferenceBackend, Messages, SamplingParams
 from thinkj.inference.failures import CallTally, FailedCall
 from thinkj.prompts import get_template, judge_output, verdict_sentence
 from thinkj.records import PreferencePair
-from thinkj.verdict import parse_verdict
+from thinkj.verdict_parser import parse_verdict
 
 DIRECT_TEMPLATE = "direct_v2"
 
@@ -54,7 +54,7 @@ def rejection_sampling_examples(pairs: list[PreferencePair], backend: InferenceB
     A comparison with a call that failed after the backend's retries is skipped and counted (``failed_calls``),
     never searched for right traces among the answered samples; ``calls`` (when given) counts every call."""
     if params is None:  # the main base model's profile budget, as for evaluation and the difficulty filter
-        from thinkj.train.config import generation_budget
+        from thinkj.models.profiles import generation_budget
 
         params = SamplingParams(temperature=1.0, max_new_tokens=generation_budget(), n=n)
     tmpl = get_template(template)
@@ -119,6 +119,6 @@ def synthetic_critic_examples(pairs: Iterable[PreferencePair], template: str = "
 
 
 def synthetic_explain(pair: PreferencePair) -> str:
-    from thinkj.demo.tiny_task import explain
+    from thinkj.synthetic.fruit_task import explain
 
     return explain(pair)

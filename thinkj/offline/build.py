@@ -42,7 +42,7 @@ def cached_backend(backend: Backend, model: str | Path, cache: ResultCache, tag:
 
 def _budget(max_new_tokens: int | None, profile: str | Path | None) -> int:
     """``max_new_tokens`` as given, else the profile's budget (default profile: the main base model's)."""
-    from thinkj.train.config import generation_budget
+    from thinkj.models.profiles import generation_budget
 
     return generation_budget(profile) if max_new_tokens is None else max_new_tokens
 

@@ -37,7 +37,7 @@ from thinkj.inference.base import InferenceBackend, Messages, SamplingParams
 from thinkj.inference.failures import CallTally, FailedCall
 from thinkj.prompts import get_template
 from thinkj.records import PreferencePair, write_json, write_jsonl
-from thinkj.verdict import parse_verdict
+from thinkj.verdict_parser import parse_verdict
 
 JUDGE_TEMPLATE = "judge_strength_v2"
 CRITIC_TEMPLATE = "critic_strength_v2"
@@ -97,7 +97,7 @@ def critic_guided_pairs(pairs: list[PreferencePair], judge: InferenceBackend, cr
                         orders: tuple[str, ...] = ("original",), judge_template: str = JUDGE_TEMPLATE,
                         critic_template: str = CRITIC_TEMPLATE) -> PairSet:
     """Build critic-guided DPO pairs. With ``critic_params.n > 1`` the first critic sample that obeys the rule is used."""
-    from thinkj.train.config import generation_budget
+    from thinkj.models.profiles import generation_budget
 
     # without params: the main base model's profile budget, as for evaluation and the difficulty filter
     judge_params = judge_params or SamplingParams(temperature=0.0, max_new_tokens=generation_budget())
@@ -181,7 +181,7 @@ def sampling_pairs(pairs: list[PreferencePair], judge: InferenceBackend, *, n: i
                    judge_template: str = JUDGE_TEMPLATE) -> PairSet:
     """Table 4 "offline (Sampling)": from ``n`` sampled judge traces per view, pair right ones with wrong ones."""
     if params is None:  # the main base model's profile budget, as for evaluation and the difficulty filter
-        from thinkj.train.config import generation_budget
+        from thinkj.models.profiles import generation_budget
 
         params = SamplingParams(temperature=1.0, top_p=1.0, max_new_tokens=generation_budget(), n=n)
     if params.n != n:

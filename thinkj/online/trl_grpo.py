@@ -36,11 +36,11 @@ from typing import Any
 
 from thinkj.errors import ThinkJError
 from thinkj.fingerprint import fingerprint
+from thinkj.folder_swap import promote, restore, staging_dir
 from thinkj.records import RecordError, load_pairs, write_json, write_jsonl
 from thinkj.rewards import get_preset
 from thinkj.rewards.trl import TRLReward, completion_text, log_to_trainer
 from thinkj.rewards.twins import TWIN_MODES, consistency_terms, needs_twins, position_stats
-from thinkj.staging import promote, restore, staging_dir
 
 DONE_MARKER = "thinkj_online_done.json"
 
@@ -364,7 +364,7 @@ def run_trl_grpo(run: GRPORun, force: bool = False) -> dict[str, Any]:
     fields. A finished run made with the same settings and the same inputs -- the data file's sha256 and the
     model's identity (:mod:`thinkj.inference.identity`), so a file changed in place is not "the same" -- is
     returned, not redone, unless ``force``. A finished run with other settings, or with ``force``, is replaced only
-    when the new run has finished: the new one trains in ``<out_dir>.next`` (:mod:`thinkj.staging`). An
+    when the new run has finished: the new one trains in ``<out_dir>.next`` (:mod:`thinkj.folder_swap`). An
     interrupted run resumes from its last checkpoint; checkpoints of an unfinished run with other settings are
     never resumed.
     """

@@ -33,7 +33,7 @@ import numbers
 from dataclasses import dataclass
 from typing import Any
 
-from thinkj.verdict import STRENGTH_RANGE
+from thinkj.verdict_parser import STRENGTH_RANGE
 
 LABELS = ("a", "b", "tie")
 

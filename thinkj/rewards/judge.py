@@ -43,7 +43,7 @@ from typing import Any
 
 from thinkj.prompts import AnswerFormat
 from thinkj.rewards.gold import pair_gold
-from thinkj.verdict import STRENGTH_RANGE, parse_verdict
+from thinkj.verdict_parser import STRENGTH_RANGE, parse_verdict
 
 REWARD_KEYS = ("score", "acc", "format", "strength", "pred", "pred_strength", "gold_tie", "gold_error")
 

@@ -8,7 +8,7 @@ docs/judge_as_reward.md.
 
 **One comparison, both orders (swap-averaged).** X vs Y is judged twice, X shown as Response (a) and then as
 Response (b), with the registered judge template (``judge_strength_v1`` by default, ``thinkj.prompts``) and read
-by the one verdict parser (``thinkj.verdict.parse_verdict``, lenient: the judge is a model, not a policy under
+by the one verdict parser (``thinkj.verdict_parser.parse_verdict``, lenient: the judge is a model, not a policy under
 training). Each order gives X a value: 1 for a win, 0 for a loss, 0.5 for a tie or an answer with no verdict.
 With ``weight_strength`` a win is worth 0.5 + 0.5·s/3 and a loss 0.5 - 0.5·s/3 (s = the stated strength; a
 missing or out-of-range strength counts as 1). The comparison's value v(X, Y) is the mean of the two orders,
@@ -67,7 +67,7 @@ from typing import Any
 from thinkj.prompts import get_template
 from thinkj.records import PreferencePair
 from thinkj.rewards.judge_http import GUARD_DEFAULTS, guard_settings, judge_batch
-from thinkj.verdict import STRENGTH_RANGE, parse_verdict
+from thinkj.verdict_parser import STRENGTH_RANGE, parse_verdict
 
 SCHEMES = ("round_robin", "anchor", "knockout")
 ANCHORS = ("reference", "first")

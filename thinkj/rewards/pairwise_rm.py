@@ -1,7 +1,7 @@
 """A trained Think-J judge as the reward model of a policy, over HTTP (``vllm serve JUDGE --served-model-name judge``).
 
 The judge sees two candidates with ``judge_strength_v2`` (``thinkj.prompts``) and its answer is read by
-``thinkj.verdict.parse_verdict`` (lenient mode: the judge is a model under test here, not a policy under
+``thinkj.verdict_parser.parse_verdict`` (lenient mode: the judge is a model under test here, not a policy under
 training). Every comparison is made in BOTH orders, so a judge's position bias cancels.
 
 One judgment of candidate X against Y gives X the signed preference::
@@ -40,7 +40,7 @@ from thinkj.rewards.gold import mapping, shown
 from thinkj.rewards.judge_http import GUARD_DEFAULTS, JudgeBatch, guard_settings, judge_batch
 from thinkj.rewards.verl_kwargs import VERL_CALL_KWARGS, WHERE
 from thinkj.rewards.weights import check_weights
-from thinkj.verdict import STRENGTH_RANGE, parse_verdict
+from thinkj.verdict_parser import STRENGTH_RANGE, parse_verdict
 
 PAIRWISE_KEYS = ("score", "win_rate", "n_judgments", "n_parsed", "consistency", "judge_failure_rate", "judge_latency_s")
 REFERENCE_KEYS = (*PAIRWISE_KEYS, "gold_error")  # reference mode reads a ground truth; round robin reads none

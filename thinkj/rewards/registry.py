@@ -23,7 +23,7 @@ from thinkj.rewards.pairwise_group import (
 )
 from thinkj.rewards.pairwise_rm import PAIRWISE_DEFAULTS, PAIRWISE_KEYS, PAIRWISE_KINDS, round_robin_group
 from thinkj.rewards.presets import GroupReward, Preset, per_sample_group
-from thinkj.rewards.public import cot_public_reward, margin_public_reward, strength_public_reward
+from thinkj.rewards.upstream_thinkj import cot_public_reward, margin_public_reward, strength_public_reward
 from thinkj.rewards.xml_judge import (
     XML_DEFAULTS,
     XML_GROUP_DEFAULTS,

@@ -5,6 +5,6 @@ markers), ``table`` (filling the table through ``thinkj.tables``), ``cli`` (``th
 """
 
 from thinkj.sweep.runner import DONE_FILE, LAUNCHERS, is_done, run_sweep
-from thinkj.sweep.spec import Run, SweepSpec, expand, load_spec
+from thinkj.sweep.sweep_file import Run, SweepSpec, expand, load_spec
 
 __all__ = ["DONE_FILE", "LAUNCHERS", "Run", "SweepSpec", "expand", "is_done", "load_spec", "run_sweep"]

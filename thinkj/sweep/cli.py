@@ -39,7 +39,7 @@ def sweep(spec_path: Path = typer.Argument(..., metavar="SPEC", help="experiment
     """Expand SPEC into runs, launch the unfinished ones, collect results JSON and fill the table."""
     from thinkj.checks import check_output_dir
     from thinkj.sweep.runner import run_sweep
-    from thinkj.sweep.spec import expand, load_spec, parse_overrides
+    from thinkj.sweep.sweep_file import expand, load_spec, parse_overrides
     from thinkj.sweep.table import fill_table
 
     spec = load_spec(spec_path, parse_overrides(set_), scale=scale)

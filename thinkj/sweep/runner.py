@@ -33,7 +33,7 @@ from typing import Any, TextIO
 from thinkj.atomic import disk_errors
 from thinkj.errors import StageIncomplete, ThinkJError, exit_on_user_error
 from thinkj.records import RecordError, read_json, write_json
-from thinkj.sweep.spec import Run, SweepSpec, expand
+from thinkj.sweep.sweep_file import Run, SweepSpec, expand
 
 DONE_FILE = "SWEEP_DONE.json"
 STATE_FILE = "state.json"

@@ -19,12 +19,12 @@ from typing import Any
 
 from thinkj.atomic import staged_dir, write_text_atomic
 from thinkj.records import RecordError
-from thinkj.sweep.spec import Run, SweepSpec
+from thinkj.sweep.sweep_file import Run, SweepSpec
 
 
 def inline_table(spec: SweepSpec):
     """A ``thinkj.tables`` TableSpec (no paper counterpart) built from ``spec.table_spec``."""
-    from thinkj.tables.specs import Column, ColumnGroup, Metric, TableSpec
+    from thinkj.tables.layouts import Column, ColumnGroup, Metric, TableSpec
 
     raw = spec.table_spec or {}
     rows_by = list(raw.get("rows") or [])

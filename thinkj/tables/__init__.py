@@ -16,9 +16,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from thinkj.tables.grid import Grid, build_grid
+from thinkj.tables.layouts import PAPER_ONLY, SPECS, get_spec
 from thinkj.tables.render import latex, markdown, paper_only_latex, paper_only_markdown
 from thinkj.tables.results import Result, collect_results
-from thinkj.tables.specs import PAPER_ONLY, SPECS, get_spec
 
 __all__ = ["Rendered", "build_grid", "collect_results", "render_table", "SPECS", "PAPER_ONLY"]
 

@@ -12,8 +12,8 @@ from pathlib import Path
 from typing import Any
 
 from thinkj.paper_results import load_paper_table
+from thinkj.tables.layouts import Column, ColumnGroup, TableSpec
 from thinkj.tables.results import Result, metric_interval, metric_value
-from thinkj.tables.specs import Column, ColumnGroup, TableSpec
 
 
 @dataclass

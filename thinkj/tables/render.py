@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from thinkj.paper_results import load_paper_table
 from thinkj.tables.grid import Cell, Grid, row_label
-from thinkj.tables.specs import PAPER_ONLY, PAPER_PROTOCOL
+from thinkj.tables.layouts import PAPER_ONLY, PAPER_PROTOCOL
 
 DASH = "—"
 LEGEND = f"Each cell: ours / paper (ours − paper). {DASH} in our place: not run by us; {DASH} for the paper: not reported."

@@ -25,7 +25,7 @@ from typing import Any
 
 from thinkj.evaluation.results import UNIT
 from thinkj.records import RecordError
-from thinkj.tables.specs import (
+from thinkj.tables.layouts import (
     PAPER_PROTOCOL,
     REWARDBENCH_CHAT_HARD_N,
     REWARDBENCH_CHAT_N,
@@ -86,7 +86,7 @@ def _known_benchmark(name: str, path: Path) -> str:
 
 def _read_paths(benchmark: str) -> dict[tuple[str, ...], tuple[float, float]]:
     """Every metric path a registered table reads for ``benchmark``, with the widest bounds any column gives it."""
-    from thinkj.tables.specs import SPECS
+    from thinkj.tables.layouts import SPECS
 
     paths: dict[tuple[str, ...], tuple[float, float]] = {}
     for spec in SPECS.values():

@@ -6,7 +6,7 @@ The stage's outputs (model, logs, the merged config ``train_config.yaml`` and ``
 ``<run_dir>/<name>/``, where ``name`` defaults to the stage YAML's file name. The model and the datasets are
 checked before anything there changes. A finished output directory is not trained again while its config and
 the content of its model and dataset files are the same (pass ``force=True``); with another config it is
-replaced only when the new run has finished beside it in ``<name>.next`` (:mod:`thinkj.staging`). An
+replaced only when the new run has finished beside it in ``<name>.next`` (:mod:`thinkj.folder_swap`). An
 interrupted run resumes from its last checkpoint (LlamaFactory does that by itself when ``output_dir`` holds
 ``checkpoint-*`` folders) -- only if it was started with the same config (``thinkj_train_started.json``).
 
@@ -34,8 +34,8 @@ from typing import Any
 import yaml
 
 from thinkj.fingerprint import file_sha256
+from thinkj.folder_swap import promote, restore, staging_dir
 from thinkj.records import write_json
-from thinkj.staging import promote, restore, staging_dir
 from thinkj.train.config import ConfigError, build_config, for_cpu, global_batch, save_config, set_global_batch
 from thinkj.train.untie import has_tied_embeddings, untied_copy
 
@@ -245,7 +245,7 @@ def run_plan(plan: LaunchPlan, *, force: bool = False, dry_run: bool = False) ->
     The model and datasets are checked before anything in the output folder changes, in a dry run too (the chat
     template was checked when the config was built: ``thinkj.train.config.check_template``). A finished run with the same
     config and inputs is kept; one with another config (or ``force``) stays in place until its successor has
-    finished in ``<output_dir>.next`` (:mod:`thinkj.staging`). Checkpoints of an interrupted run with another
+    finished in ``<output_dir>.next`` (:mod:`thinkj.folder_swap`). Checkpoints of an interrupted run with another
     config are never resumed: they are removed when the new run starts.
     """
     out = plan.output_dir

@@ -1,7 +1,7 @@
 """Judge generation through the HF backend, with and without the shared-prefix KV cache.
 
-    python benchmarks/judge_generation.py                       # SmolLM2-135M-Instruct (fetched by `make demo`)
-    python benchmarks/judge_generation.py --model PATH --pairs 30 --repeats 2
+    python scripts/speed/judge_generation.py                       # SmolLM2-135M-Instruct (fetched by `make demo`)
+    python scripts/speed/judge_generation.py --model PATH --pairs 30 --repeats 2
 
 Renders ``--pairs`` held-out facts pairs in both orders with the demo's judge template, generates greedily
 (``--max-new-tokens``, batches of ``--batch``) once per mode and repeat, alternating the modes, and prints seconds
@@ -25,9 +25,9 @@ def main() -> None:
     ap.add_argument("--template", default="judge_strength_v2")
     args = ap.parse_args()
 
-    from thinkj.demo import fact_task
     from thinkj.inference import SamplingParams, make_backend
     from thinkj.prompts import get_template
+    from thinkj.synthetic import fact_task
 
     template = get_template(args.template)
     pairs = fact_task.make_pairs(args.pairs, seed=0, split="test")

@@ -262,7 +262,7 @@ def check_spec(raw: Any, path: Path) -> SweepSpec:
                      table=None if table is None else str(table), table_spec=table_spec,
                      description=description or "", name_keys=name_keys, path=path)
     if spec.table is not None:
-        from thinkj.tables.specs import SPECS
+        from thinkj.tables.layouts import SPECS
 
         if spec.table not in SPECS:
             raise RecordError(f"no results table {spec.table!r} (known: {', '.join(SPECS)})", path=path, field="table")

@@ -1,8 +1,8 @@
 """The demo's judging tasks behind one interface: the pair generator and the rules the scripted teacher knows.
 
-* ``fruit`` (:mod:`thinkj.demo.tiny_task`): "Name a fruit." -- learnable by a 0.4 M-parameter random-init model.
-* ``facts`` (:mod:`thinkj.demo.fact_task`): well-known facts with held-out entities -- for SmolLM2-135M-Instruct.
-* ``constraints`` (:mod:`thinkj.demo.constraint_task`): verifiable instruction constraints (RewardBench 2 Precise IF
+* ``fruit`` (:mod:`thinkj.synthetic.fruit_task`): "Name a fruit." -- learnable by a 0.4 M-parameter random-init model.
+* ``facts`` (:mod:`thinkj.synthetic.fact_task`): well-known facts with held-out entities -- for SmolLM2-135M-Instruct.
+* ``constraints`` (:mod:`thinkj.synthetic.constraint_task`): verifiable instruction constraints (RewardBench 2 Precise IF
   shape), thousands of distinct held-out items that need reading, not recall; its rule checker is the oracle.
 
 A task is a module that defines every function of ``TASK_INTERFACE``; registering a new one is one line in
@@ -53,8 +53,8 @@ class Task:
         return self.module.strength_against(worse, pair)
 
 
-TASKS: Registry[str] = Registry("demo task", {"fruit": "thinkj.demo.tiny_task", "facts": "thinkj.demo.fact_task",
-                                             "constraints": "thinkj.demo.constraint_task"})
+TASKS: Registry[str] = Registry("demo task", {"fruit": "thinkj.synthetic.fruit_task", "facts": "thinkj.synthetic.fact_task",
+                                             "constraints": "thinkj.synthetic.constraint_task"})
 
 
 def get_task(name: str) -> Task:

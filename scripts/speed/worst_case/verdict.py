@@ -1,6 +1,6 @@
 """Pathological ~100 KB judge outputs for the verdict parser (and the rewards that use it).
 
-Shared by ``benchmarks/parser_worst_case.py`` (prints the worst time per input) and
+Shared by ``scripts/speed/parser_worst_case.py`` (prints the worst time per input) and
 ``tests/test_verdict_worst_case.py`` (asserts the bound). Each input aims at one way a regular expression
 can go quadratic: a trigger word followed by a long run of what its next quantifier accepts.
 """

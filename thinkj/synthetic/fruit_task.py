@@ -114,7 +114,7 @@ def rule_verdict(pair: PreferencePair) -> str:
     return "a" if ok[0] and not ok[1] else "b" if ok[1] and not ok[0] else "tie"
 
 
-# The demo's task interface (thinkj.demo.tasks.TASK_INTERFACE), in terms of a pair.
+# The demo's task interface (thinkj.synthetic.tasks.TASK_INTERFACE), in terms of a pair.
 
 def split_pairs(n: int, seed: int, split: str) -> list[PreferencePair]:
     """``n`` pairs of one split. The fruit task has no entity split: the test split draws with an offset seed."""

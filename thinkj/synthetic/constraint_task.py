@@ -228,7 +228,7 @@ def split_report() -> dict[str, int]:
     return report
 
 
-# ------------------------------------------------------------------------- the demo's task interface (thinkj.demo.tasks)
+# ------------------------------------------------------------------------- the demo's task interface (thinkj.synthetic.tasks)
 def split_pairs(n: int, seed: int, split: str) -> list[PreferencePair]:
     return make_pairs(n, seed=seed, split=split)
 

@@ -1,6 +1,6 @@
 """The facts task's rule check for free-form answers: does a response state the asked fact?
 
-:mod:`thinkj.demo.fact_task` reads back only its own templated responses (``what_it_says``). A policy answering the
+:mod:`thinkj.synthetic.fact_task` reads back only its own templated responses (``what_it_says``). A policy answering the
 questions writes whatever it likes ("Nairobi is the capital city of Kenya.", "There are 7 days in a week"), so
 this check looks for values instead of templates: a response **states the fact** when it names the right value and
 no other value of the same family (naming two capitals is a hedge, not an answer). Numbers count as words or
@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import re
 
-from thinkj.demo.fact_task import FAMILIES, Fact
+from thinkj.synthetic.fact_task import FAMILIES, Fact
 
 NUMBER_WORDS = {"two": 2, "three": 3, "four": 4, "six": 6, "seven": 7, "eight": 8, "twelve": 12, "twenty-four": 24,
                 "twenty-six": 26, "sixty": 60}

@@ -42,8 +42,8 @@ CORPUS_TEMPLATES = ("judge_strength_v2", "judge_cot_v2", "critic_strength_v2", "
 
 def default_corpus() -> list[str]:
     """Text the tokenizer is trained on: the Think-J templates rendered on synthetic pairs, plus answers."""
-    from thinkj.demo.tiny_task import explain, make_pairs
     from thinkj.prompts import get_template, judge_output, scores_sentence
+    from thinkj.synthetic.fruit_task import explain, make_pairs
 
     texts = [DEFAULT_SYSTEM]
     for pair in make_pairs(64, seed=12345, asked=("fruit", "animal", "color", "tool", "country", "instrument")):
@@ -121,8 +121,8 @@ def finetune_tiny_judge(base: str | Path, out: str | Path, steps: int = 120, see
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from thinkj.demo.tiny_task import explain, make_pairs
     from thinkj.prompts import get_template, judge_output
+    from thinkj.synthetic.fruit_task import explain, make_pairs
 
     torch.manual_seed(seed)
     tokenizer = AutoTokenizer.from_pretrained(base)

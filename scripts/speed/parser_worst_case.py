@@ -1,9 +1,9 @@
 """Worst-case CPU time of the verdict parser (strict and lenient, every answer format) on ~100 KB inputs.
 
-    python benchmarks/parser_worst_case.py [--size 100000] [--repeat 3]
+    python scripts/speed/parser_worst_case.py [--size 100000] [--repeat 3]
 
 Target: every parse <= 50 ms on any 100 KB input; no non-finite strength or score. The inputs are in
-``benchmarks/inputs/verdict_worst_case.py``.
+``scripts/speed/worst_case/verdict.py``.
 """
 
 from __future__ import annotations
@@ -14,14 +14,14 @@ import sys
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent  # on sys.path for benchmarks.inputs when run as a script
+HERE = Path(__file__).resolve().parent  # worst_case/ sits beside this script
 
 
 def main() -> None:
     from thinkj.prompts import AnswerFormat
-    from thinkj.verdict import parse_verdict
-    sys.path.insert(0, str(ROOT))
-    from benchmarks.inputs.verdict_worst_case import LIMIT_S, SIZE, pathological_inputs
+    from thinkj.verdict_parser import parse_verdict
+    sys.path.insert(0, str(HERE))
+    from worst_case.verdict import LIMIT_S, SIZE, pathological_inputs
 
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--size", type=int, default=SIZE)

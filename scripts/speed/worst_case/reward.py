@@ -1,6 +1,6 @@
 """Pathological completions every reward must survive: ~100 KB each, built to trip backtracking parsers,
 int-string limits and non-finite arithmetic. Used by the fuzz test (``tests/test_reward_worst_case.py``) and the
-timing benchmark (``benchmarks/worst_case_inputs.py``).
+timing benchmark (``scripts/speed/worst_case_inputs.py``).
 
 The rule they check: a reward never raises, never returns a non-finite number, and runs in time linear in
 the input (the target is <= 50 ms for 100 KB on one core). :func:`bad_ground_truths` holds the ground truths a

@@ -1,6 +1,6 @@
 """Reward throughput through the verl adapter on ~2 KB judge outputs, one core.
 
-    python benchmarks/reward_throughput.py [--calls 200000] [--preset thinkj_qwen]
+    python scripts/speed/reward_throughput.py [--calls 200000] [--preset thinkj_qwen]
 
 Target: >= 50,000 calls/s for the Think-J reward.
 """

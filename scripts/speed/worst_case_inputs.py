@@ -1,10 +1,10 @@
 """Worst-case time of every reward preset (and the parsers behind them) on ~100 KB pathological completions.
 
-    python benchmarks/worst_case_inputs.py            # one line per preset: worst ms and the input behind it
-    python benchmarks/worst_case_inputs.py --size 200000
+    python scripts/speed/worst_case_inputs.py            # one line per preset: worst ms and the input behind it
+    python scripts/speed/worst_case_inputs.py --size 200000
 
 Target: every reward and parser runs in linear time, <= 50 ms on any 100 KB input, never raises and never
-returns a non-finite number. The inputs are in ``benchmarks/inputs/reward_worst_case.py``.
+returns a non-finite number. The inputs are in ``scripts/speed/worst_case/reward.py``.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ import sys
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent  # on sys.path for benchmarks.inputs when run as a script
+HERE = Path(__file__).resolve().parent  # worst_case/ sits beside this script
 
 
 def _time(fn, text: str) -> float:
@@ -31,12 +31,13 @@ def main() -> None:
     args = parser.parse_args()
     if hasattr(os, "sched_setaffinity"):
         os.sched_setaffinity(0, {sorted(os.sched_getaffinity(0))[0]})  # one core
-    sys.path.insert(0, str(ROOT))
-    from benchmarks.inputs.reward_worst_case import ground_truth, worst_case_inputs
+    sys.path.insert(0, str(HERE))
+    from worst_case.reward import ground_truth, worst_case_inputs
+
     from thinkj.rewards import PRESETS, get_preset
     from thinkj.rewards.multi_objective import parse_scores
     from thinkj.rewards.xml_judge import parse_xml_judgement
-    from thinkj.verdict import parse_verdict
+    from thinkj.verdict_parser import parse_verdict
 
     inputs = worst_case_inputs(args.size)
     targets = {f"preset {name}": (lambda t, p=get_preset(name), g=ground_truth(name): p(t, g)) for name in sorted(PRESETS)}

@@ -1,7 +1,7 @@
 """Exact greedy dedup vs one blockwise X @ X.T of the same matrix (the product exact dedup cannot avoid).
 
-    .venv/bin/python benchmarks/dedup_speed.py                   # 80,000 x 768 float32 (about Skywork-Reward-Preference-80K)
-    .venv/bin/python benchmarks/dedup_speed.py --n 20000 --threads 1
+    .venv/bin/python scripts/speed/dedup_speed.py                   # 80,000 x 768 float32 (about Skywork-Reward-Preference-80K)
+    .venv/bin/python scripts/speed/dedup_speed.py --n 20000 --threads 1
 
 Data: unit-norm Gaussian vectors (pairwise cosine ~ 0 +- 0.036 at 768 dims) plus planted clusters of
 near-duplicates (copies of a base row with small noise, cosine ~ 0.99), so the threshold removes some

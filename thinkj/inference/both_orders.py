@@ -15,7 +15,7 @@ from thinkj.inference.context import PromptBudget
 from thinkj.inference.failures import FailedCall
 from thinkj.prompts import get_template
 from thinkj.records import PreferencePair
-from thinkj.verdict import parse_verdict
+from thinkj.verdict_parser import parse_verdict
 
 ORDERS = ("original", "swapped")
 

@@ -1,7 +1,7 @@
 """A scripted stand-in for DeepSeek-R1, served over real HTTP (OpenAI-compatible) for the demo tasks.
 
     thinkj data teacher-serve --port 8011 --error-rate 0.15          # until Ctrl-C
-    python -m thinkj.demo.teacher_server --port 8011                        # the same
+    python -m thinkj.synthetic.scripted_teacher --port 8011                        # the same
 
     with TeacherServer(TeacherConfig(seed=0)) as server:               # in-process, free port, own thread
         backend = make_backend("openai", "r1-scripted", base_url=server.base_url)
@@ -9,7 +9,7 @@
 It reads the pair back from the rendered judge prompt (the question and the ``[Response (a)]`` /
 ``[Response (b)]`` blocks of :mod:`thinkj.prompts`) and answers the way R1 does: a long, wandering
 reasoning (in ``reasoning_content``, or inline in ``<think>`` with ``inline_think``), then a short
-explanation that summarises it (the task's ``explain``: :mod:`thinkj.demo.tasks`), then the verdict sentence with a
+explanation that summarises it (the task's ``explain``: :mod:`thinkj.synthetic.tasks`), then the verdict sentence with a
 strength. Which answers are wrong (``error_rate``) or come without an explanation
 (``empty_explanation_rate``) is a function of the prompt and the seed, so the same prompt always gets
 the same answer. Fault injection (``faults`` = rates of timeout / 429 / 500 / malformed / drop per
@@ -64,7 +64,7 @@ class TeacherConfig:
     timeout_sleep: float = 5.0  # how long a "timeout" fault stalls (longer than the client's timeout in tests)
     retry_after: float | None = 0.01  # Retry-After header sent with 429
     api_key_env: str | None = None  # when set, requests must carry "Bearer $<this variable>" (else 401)
-    task: str = "fruit"  # which demo task's rules it knows (thinkj.demo.tasks): fruit | facts
+    task: str = "fruit"  # which demo task's rules it knows (thinkj.synthetic.tasks): fruit | facts
     always: str | None = None  # "a" / "b": name that side for every prompt (a position-constant judge, a control)
 
     def __post_init__(self) -> None:
@@ -75,7 +75,7 @@ class TeacherConfig:
             raise ThinkJError(f"unknown fault kinds {sorted(unknown)}; known: {FAULTS}")
         if sum(self.faults.values()) > 1:
             raise ThinkJError("fault rates must sum to at most 1")
-        from thinkj.demo.tasks import TASKS
+        from thinkj.synthetic.tasks import TASKS
 
         TASKS.lookup(self.task)  # an unknown task fails here, naming the known ones, not at the first request
 
@@ -101,7 +101,7 @@ def parse_prompt(text: str) -> PreferencePair | None:
 
 def scripted_answer(text: str, config: TeacherConfig) -> tuple[str, str]:
     """(reasoning, content) the teacher gives for a prompt."""
-    from thinkj.demo.tasks import get_task
+    from thinkj.synthetic.tasks import get_task
 
     if config.always:
         return ("I will go with the response in this position.", verdict_sentence(config.always, 2))

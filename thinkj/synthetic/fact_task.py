@@ -219,7 +219,7 @@ def strength_against(worse: str, pair: PreferencePair) -> int:
     return 3 if kind == "refuses to answer" else 1 if kind == "hedges between two answers" else 2
 
 
-# The demo's task interface (thinkj.demo.tasks.TASK_INTERFACE), in terms of a pair.
+# The demo's task interface (thinkj.synthetic.tasks.TASK_INTERFACE), in terms of a pair.
 
 def split_pairs(n: int, seed: int, split: str) -> list[PreferencePair]:
     return make_pairs(n, seed=seed, split=split)

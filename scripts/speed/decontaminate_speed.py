@@ -1,7 +1,7 @@
 """Decontamination speed: training rows checked per second by the exact and 13-gram rules (no embedding).
 
-    .venv/bin/python benchmarks/decontaminate_speed.py                 # 80,000 rows x 10,000 benchmark items
-    .venv/bin/python benchmarks/decontaminate_speed.py --rows 20000 --items 2000
+    .venv/bin/python scripts/speed/decontaminate_speed.py                 # 80,000 rows x 10,000 benchmark items
+    .venv/bin/python scripts/speed/decontaminate_speed.py --rows 20000 --items 2000
 
 Data: synthetic text over a Zipf-distributed vocabulary of 30,000 made-up words, some capitalised or followed by
 punctuation (so normalisation does real work). Lengths are log-normal, about Skywork-Reward-Preference-80K's scale:

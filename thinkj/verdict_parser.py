@@ -15,7 +15,7 @@
   ``[[A]]``/``[[B]]``/``[[C]]`` form, Prometheus' ``[RESULT] A``/``[RESULT] B``, or a last line that is
   only ``Output (a)`` / ``Output (1)`` (OffsetBias) -- the forms RewardBench's ``process_judgement``
   (rewardbench/generative.py) reads; ties are recognised. Whitespace runs are collapsed first, so every
-  pattern runs in linear time on any input (benchmarks/parser_worst_case.py).
+  pattern runs in linear time on any input (scripts/speed/parser_worst_case.py).
 * Several verdict sentences that agree: that choice, but not well-formed. Verdicts that disagree
   (a *conflicting* answer): choice ``none`` with reason ``conflicting verdicts`` -- it is scored as
   unparsable, never as either side, so hedging cannot earn accuracy.
