@@ -14,10 +14,10 @@ from typer.testing import CliRunner
 
 from thinkj.inference import _BACKENDS
 from thinkj.models.profiles import generation_budget
+from thinkj.offline.cli import train_app as app
 from thinkj.prompts import judge_output
 from thinkj.records import write_jsonl
 from thinkj.synthetic.fruit_task import make_pairs
-from thinkj.train.cli import app
 
 runner = CliRunner()
 

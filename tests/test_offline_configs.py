@@ -228,7 +228,7 @@ def test_cli_dry_run_writes_the_merged_config(tmp_path):
     import yaml
     from typer.testing import CliRunner
 
-    from thinkj.train.cli import app
+    from thinkj.offline.cli import train_app as app
 
     dataset_dir, model = _lf_inputs(tmp_path)
     args = ["sft", "judge_sft", "--model", "qwen2.5-7b-instruct", "--device", "gpu", "--dry-run", "--run-dir",
@@ -247,7 +247,7 @@ def test_cli_cpu_bf16_flag(tmp_path):
     import yaml
     from typer.testing import CliRunner
 
-    from thinkj.train.cli import app
+    from thinkj.offline.cli import train_app as app
     from thinkj.train.config import cpu_has_bf16
 
     inputs = _lf_inputs(tmp_path)

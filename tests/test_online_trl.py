@@ -21,8 +21,8 @@ def grpo_run(judge, tmp_path_factory):
     on every completion, so no check of the reward could fail."""
     from typer.testing import CliRunner
 
+    from thinkj.offline.cli import train_app as app
     from thinkj.online.trl_grpo import DONE_MARKER, GRPORun
-    from thinkj.train.cli import app
 
     tmp = tmp_path_factory.mktemp("trl")
     write_jsonl(tmp / "pairs.jsonl", [p.to_dict() for p in make_pairs(8, seed=1)])
@@ -85,7 +85,7 @@ def test_trl_grpo_runs_with_thinkj_reward(grpo_run):
 def test_curves_cli_on_trl_log(grpo_run, tmp_path):
     from typer.testing import CliRunner
 
-    from thinkj.train.cli import app
+    from thinkj.offline.cli import train_app as app
 
     _, summary = grpo_run
     metrics = load_metrics(summary["log"])

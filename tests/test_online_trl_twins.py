@@ -19,7 +19,7 @@ from thinkj.synthetic.fruit_task import make_pairs
 def test_trl_union_twins_two_steps(judge, tmp_path):
     from typer.testing import CliRunner
 
-    from thinkj.train.cli import app
+    from thinkj.offline.cli import train_app as app
 
     write_jsonl(tmp_path / "pairs.jsonl", [p for p in make_pairs(12, seed=2) if p.label != "tie"][:6])
     result = CliRunner().invoke(app, ["rl", "--engine", "trl", "--model", str(judge),

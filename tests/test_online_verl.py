@@ -376,8 +376,8 @@ def test_dry_run_cli_and_gpu_refusal(tiny_model_dir, tmp_path, capsys, monkeypat
     from typer.testing import CliRunner
 
     from thinkj.export.verl import write_verl_parquet
+    from thinkj.offline.cli import train_app as app
     from thinkj.online.verl_launch import gpu_available
-    from thinkj.train.cli import app
 
     write_verl_parquet(tmp_path / "t.parquet", make_pairs(4, seed=0))  # the dry run checks the data as the launch does
     result = CliRunner().invoke(app, ["rl", "--engine", "verl", "--algo", "ppo", "--model", str(tiny_model_dir), "--data",

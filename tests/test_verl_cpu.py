@@ -209,8 +209,8 @@ def test_cli_device_cpu_reaches_the_launcher(tiny_model_dir, tmp_path):
     from typer.testing import CliRunner
 
     from thinkj.export.verl import write_verl_parquet
+    from thinkj.offline.cli import train_app as app
     from thinkj.synthetic.fruit_task import make_pairs
-    from thinkj.train.cli import app
 
     write_verl_parquet(tmp_path / "t.parquet", make_pairs(4, seed=0))  # the dry run checks the data as the launch does
     args = ["rl", "--engine", "verl", "--algo", "ppo", "--model", str(tiny_model_dir), "--data", str(tmp_path / "t.parquet"),

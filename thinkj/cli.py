@@ -26,7 +26,7 @@ app = typer.Typer(add_completion=False, no_args_is_help=True, help="Think-J: tra
 
 # (name, "module:typer_app") for command groups that live with their part of the pipeline.
 SUBCOMMANDS: list[tuple[str, str]] = [
-    ("train", "thinkj.train.cli:app"),
+    ("train", "thinkj.offline.cli:train_app"),
     ("eval", "thinkj.evaluation.cli:app"),
     ("tables", "thinkj.tables.cli:app"),
     ("sweep", "thinkj.sweep.cli:app"),

@@ -117,6 +117,8 @@ def run(benchmark: str = typer.Argument(..., help=BENCH_HELP),
                      SamplingParams(temperature=temperature, top_p=top_p, max_new_tokens=max_new_tokens, seed=seed),
                      {k: str(v) for k, v in _pairs(tag, "--tag").items()}, protocol, unparsed_half, chunk, kwargs,
                      context_length, tokenizer, max_failure_rate=max_failure_rate, data_parallel=data_parallel)
+    # The one import back up the floors: the training-overlap rules are data selection's (thinkj.data.decontaminate,
+    # which reads the benchmarks through thinkj.evaluation.registry); evaluation only asks them, at the command line.
     from thinkj.data.overlap import warn_training_overlap
 
     warn_training_overlap(model, benchmark, data)  # the model's recorded training data holding this benchmark's items

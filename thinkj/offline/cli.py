@@ -6,7 +6,8 @@ baseline's pairs, Table 3's baseline datasets, and the iterated critic-guided DP
     thinkj train baseline-data --traces traces.jsonl --pairs train.jsonl --out runs/x/baselines
     thinkj train offline --pairs train.jsonl --judge runs/x/judge_sft --critic runs/x/critic_sft --iterations 2
 
-Registered on the ``thinkj train`` app (:mod:`thinkj.train.cli`) by :func:`register`.
+Registered on the ``thinkj train`` app of :mod:`thinkj.train.cli` (the LlamaFactory launchers, online RL): the
+whole command group is ``train_app`` below, which ``thinkj train`` runs.
 """
 
 from __future__ import annotations
@@ -177,3 +178,13 @@ def register(app: typer.Typer) -> None:
     app.command("sampling-pairs")(sampling_pairs_cmd)
     app.command("baseline-data")(baseline_data)
     app.command("offline")(offline)
+
+
+def _train_app() -> typer.Typer:
+    from thinkj.train.cli import app
+
+    register(app)
+    return app
+
+
+train_app = _train_app()

@@ -1,4 +1,4 @@
-"""``thinkj train``: launch LlamaFactory stages, and build the offline-learning datasets.
+"""``thinkj train``: launch LlamaFactory stages (and, registered from the floors above, offline and online learning).
 
     # judge SFT on the tiny model, CPU, in-process (fp32, no DeepSpeed), 3 steps
     thinkj train sft judge_sft --model tiny model_name_or_path=runs/tiny/model \\
@@ -11,12 +11,13 @@
     thinkj train rm bt_rm --model llama-3-8b-instruct dataset=thinkj_bt dataset_dir=data/lf
     thinkj train sft judge_sft --model tiny --dry-run          # only write and print the merged config / command
 
-    # critic-guided DPO pairs (paper §3.2.1), the Sampling baseline, Table 3 baseline datasets
+    # critic-guided DPO pairs (paper §3.2.1), the Sampling baseline, Table 3 baseline datasets: thinkj/offline/cli.py
     thinkj train critic-pairs --judge runs/x/judge_sft --critic runs/x/critic_sft --pairs train.jsonl --out runs/x/offline/iter_1
     thinkj train sampling-pairs --judge runs/x/judge_sft --pairs train.jsonl --out runs/x/offline_sampling -n 8
     thinkj train baseline-data --traces traces.jsonl --pairs train.jsonl --out runs/x/baselines
 
-Other parts of the pipeline add their own commands to this app (``thinkj train rl``).
+Online learning adds ``thinkj train rl`` / ``curves`` here (thinkj/online/cli.py); offline learning adds its four
+commands in thinkj/offline/cli.py, whose ``train_app`` is what ``thinkj train`` runs.
 """
 
 from __future__ import annotations
@@ -75,10 +76,8 @@ for _kind in ("sft", "dpo", "rm"):
     app.command(_kind, context_settings={"allow_extra_args": False})(_command(_kind))
 
 
-# Offline learning (`thinkj train critic-pairs | sampling-pairs | baseline-data | offline`) lives in
-# thinkj/offline/cli.py, online learning (`thinkj train rl`, `thinkj train curves`) in thinkj/online/cli.py.
-from thinkj.offline.cli import register as _register_offline  # noqa: E402
+# Online learning (`thinkj train rl`, `thinkj train curves`) lives in thinkj/online/cli.py. The offline commands
+# (thinkj/offline/cli.py) join this app there, on the floor above: `thinkj train` is thinkj.offline.cli:train_app.
 from thinkj.online.cli import register as _register_online  # noqa: E402
 
-_register_offline(app)
 _register_online(app)
