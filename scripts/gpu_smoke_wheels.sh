@@ -5,6 +5,9 @@
 #
 #   bash scripts/gpu_smoke_wheels.sh                 # into .cache/gpu-wheels, for Python 3.12
 #   PYVER=3.11 WHEELS=.cache/gpu-wheels-311 bash scripts/gpu_smoke_wheels.sh
+#   PACKAGES="trl datasets dill multiprocess pytz" bash scripts/gpu_smoke_wheels.sh   # an image with pandas, pyarrow,
+#       matplotlib and accelerate already (the H200 run of 2026-11-26: experiments/LOG.md); install those with
+#       pip install --no-deps --target DIR and put DIR on PYTHONPATH
 #
 # The list is the dependency closure of those packages minus the closure of torch and transformers, read from pip's
 # dry-run report of the GPU stack on Python 3.12 (2026-11-26); fsspec is pinned to datasets 4.0.0's cap.
@@ -14,9 +17,10 @@ cd "$(dirname "$0")/.."
 PYVER=${PYVER:-3.12}
 WHEELS=${WHEELS:-.cache/gpu-wheels}
 PY=${PYTHON:-$( [ -x .venv/bin/python ] && echo .venv/bin/python || echo python3 )}
-PACKAGES=(trl datasets accelerate matplotlib contourpy cycler fonttools kiwisolver pillow pyparsing python-dateutil six
+DEFAULT_PACKAGES=(trl datasets accelerate matplotlib contourpy cycler fonttools kiwisolver pillow pyparsing python-dateutil six
           pandas pytz tzdata pyarrow dill multiprocess xxhash fsspec psutil requests urllib3 charset-normalizer certifi
           idna)
+read -r -a PACKAGES <<< "${PACKAGES:-${DEFAULT_PACKAGES[*]}}"
 
 specs=()
 for name in "${PACKAGES[@]}"; do
