@@ -86,7 +86,7 @@ def test_a_typo_in_the_data_names_the_file(tmp_path, tiny_model_dir):
     proc = _rl(tmp_path, out, tiny_model_dir, tmp_path / "typo.jsonl")
     assert proc.stderr.strip().splitlines()[-1] == f"error: {tmp_path / 'typo.jsonl'}: RL data file not found"
     weight = _rl(tmp_path, out, tiny_model_dir, tmp_path / "typo.jsonl", "--weight", "w_strr=0.0")
-    assert "did you mean w_str?" in weight.stderr  # weights are checked before the data is read
+    assert "did you mean 'w_str'?" in weight.stderr  # weights are checked before the data is read
 
 
 def test_a_rerun_that_fails_while_training_keeps_the_finished_run(tmp_path, tiny_model_dir):

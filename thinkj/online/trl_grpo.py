@@ -27,7 +27,6 @@ from __future__ import annotations
 import difflib
 import inspect
 import json
-import math
 import os
 import shutil
 from dataclasses import asdict, dataclass, field
@@ -272,19 +271,9 @@ def _use_cpu(device: str) -> bool:
 
 
 def check_weights(preset: str, weights: dict[str, Any], twins: str = "off") -> None:
-    """Every weight is one the preset has, and a finite number (>= 0 for a ``w_*`` term weight); ``w_con`` > 0 only
-    with twins."""
-    known = get_preset(preset).defaults
-    for name, value in weights.items():
-        if name not in known:
-            close = difflib.get_close_matches(name, known, n=1)
-            hint = f"did you mean {close[0]}? " if close else ""
-            raise ThinkJError(f"--weight {name}: reward preset {preset!r} has no such weight ({hint}its weights: "
-                              f"{', '.join(sorted(known)) or 'none'})")
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
-            raise ThinkJError(f"--weight {name} must be a finite number, got {value!r}")
-        if name.startswith("w_") and value < 0:
-            raise ThinkJError(f"--weight {name} must be >= 0 (a term weight), got {value!r}")
+    """Every weight through the rewards' one rule (:func:`thinkj.rewards.weights.check_weights`, via the preset:
+    a weight the preset has, a finite number, >= 0 for a term weight); ``w_con`` > 0 only with twins."""
+    get_preset(preset).weights(weights, where="--weight ")
     if twins not in TWIN_MODES:
         raise ThinkJError(f"--twins {twins!r}: choose {', '.join(TWIN_MODES)}")
     problem = needs_twins(weights, "--twins off") if twins == "off" else ""
