@@ -3,13 +3,15 @@
 # -> evaluation -> tables. Every setting is checked before stage 1. A stage is done when its completion record
 # (<stage>.done.json) exists with the same settings; done stages are skipped, so rerunning resumes (docs/runs.md).
 #
-#   DRY_RUN=1 bash scripts/reproduce.sh                     # print every command in order, run nothing
-#   MODEL_PROFILE=llama-3-8b-instruct MODEL_NAME=Llama-3-8B-Instruct REWARD_PRESET=thinkj_llama bash scripts/reproduce.sh
-#   LEARNING=offline OFFLINE_ITERATIONS=3 bash scripts/reproduce.sh
-#   W_STR=0.5 bash scripts/reproduce.sh                     # one reward weight changed
+#   bash scripts/reproduce.sh configs/recipes/llama3-8b.yaml [--set key=value ...] [--dry-run]   # = thinkj run
+#   DRY_RUN=1 bash scripts/reproduce.sh                     # no recipe: the defaults and the environment only
+#   LEARNING=offline OFFLINE_ITERATIONS=3 bash scripts/reproduce.sh configs/recipes/qwen2.5-7b.yaml
+#   W_STR=0.5 bash scripts/reproduce.sh configs/recipes/qwen2.5-7b.yaml    # one reward weight changed
 #   SEED=1 bash scripts/reproduce.sh                        # another seed: a new run in runs/<MODEL_PROFILE>_seed1
 #
-# Settings (environment variables; empty = default). The full list with defaults and reasons:
+# A recipe (configs/recipes/*.yaml) holds a model's settings; each value comes from, last one winning: the
+# default < the recipe < the environment variable of its upper-case name < --set (thinkj/run_settings.py).
+# Settings (recipe keys in lower case, environment variables in upper case; empty = default). The full list:
 #   python -m thinkj.pipeline --print-env
 #   MODEL_PROFILE [qwen2.5-7b-instruct]   MODEL_NAME [Qwen2.5-7B-Instruct]   RUN_DIR [runs/$MODEL_PROFILE[_seed$SEED]]
 #   TRAIN_SOURCE [skywork]  SOURCE_LOCATION []  SOURCE_LIMIT []  JUDGE_BACKEND [vllm]  TP [1]
@@ -31,4 +33,7 @@ cd "$(dirname "$0")/.."
 PY=${PYTHON:-$( [ -x .venv/bin/python ] && echo .venv/bin/python || echo python )}
 # `thinkj` and `python` in the printed commands are this environment's.
 export PATH="$(dirname "$PY"):$PATH"
-exec "$PY" -m thinkj.pipeline "$@"
+case "${1:-}" in
+  *.yaml|*.yml) exec "$PY" -m thinkj.cli run "$@" ;;  # a recipe: `thinkj run RECIPE [--set k=v ...] [--dry-run]`
+  *) exec "$PY" -m thinkj.pipeline "$@" ;;
+esac

@@ -1,12 +1,8 @@
 #!/usr/bin/env bash
-# Think-J reproduction for Qwen2.5-7B-Instruct (see scripts/reproduce.sh for every setting).
+# Think-J reproduction for Qwen2.5-7B-Instruct: the recipe configs/recipes/qwen2.5-7b.yaml (see scripts/reproduce.sh).
 #
 #   DRY_RUN=1 bash scripts/reproduce_qwen2.5-7b.sh              # print the command sequence
 #   bash scripts/reproduce_qwen2.5-7b.sh                        # run (finished stages are skipped)
 #   LEARNING=offline bash scripts/reproduce_qwen2.5-7b.sh       # critic-guided DPO instead of GRPO
-set -euo pipefail
-export MODEL_PROFILE=${MODEL_PROFILE:-qwen2.5-7b-instruct}
-export MODEL_NAME=${MODEL_NAME:-Qwen2.5-7B-Instruct}
-export REWARD_PRESET=${REWARD_PRESET:-thinkj_qwen}   # Table 8's best weights for this model family
-export TP=${TP:-1}                                # vLLM tensor parallel size for judging
-exec bash "$(dirname "$0")/reproduce.sh" "$@"
+#   bash scripts/reproduce_qwen2.5-7b.sh --set w_str=0.5        # the same as W_STR=0.5
+exec bash "$(dirname "$0")/reproduce.sh" configs/recipes/qwen2.5-7b.yaml "$@"

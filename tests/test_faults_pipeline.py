@@ -63,7 +63,9 @@ def test_the_hint_never_shows_the_value(tmp_path):
                                            ("abc", "must be a number"), ("0,5", "must be a number")])
 @pytest.mark.parametrize("name", ["W_ACC", "W_FMT", "W_STR"])
 def test_a_bad_reward_weight_fails_in_one_line_naming_it(tmp_path, name, value, problem):
-    assert _refused(tmp_path, **{name: value}) == f"error: {name}={value!r}: {problem}"
+    # the message is the rewards' one weight rule (thinkj.rewards.weights.check_value) behind the setting's name
+    problem = problem.removeprefix("a reward weight ")
+    assert _refused(tmp_path, **{name: value}) == f"error: {name}={value!r}: a reward weight {problem}"
 
 
 def _difficulty_argv(printed) -> list[str]:

@@ -1,5 +1,7 @@
 """The ``thinkj`` command line.
 
+    thinkj run configs/recipes/qwen2.5-7b.yaml --dry-run       # the reproduction pipeline's commands for one recipe
+    thinkj run configs/recipes/llama3-8b.yaml --set learning=offline --set seed=1   # run it, two settings changed
     thinkj smoke --model smollm2               # the demo: every stage on SmolLM2-135M-Instruct, CPU, ~15 min
     thinkj smoke --model tiny                  # the same on the tiny random-init model, ~3 min
     thinkj tiny-model runs/tiny --seed 0       # build the embedded tiny chat model
@@ -59,6 +61,21 @@ def smoke(model: str = typer.Option("smollm2", help="smollm2 (SmolLM2-135M-Instr
 
     run_demo(run_dir or Path("runs/demo" if model != "tiny" else "runs/demo-tiny"), seed=seed, model=model,
              only=only or None, threads=threads, overrides=set_ or None)
+
+
+@app.command("run")
+def run(recipe: Path = typer.Argument(..., help="configs/recipes/<model>.yaml: the run's settings (keys: "
+                                                "`python -m thinkj.pipeline --print-env`, in lower case)"),
+        set_: list[str] = typer.Option(None, "--set", help="change one setting, e.g. --set w_str=0.5 (repeatable; "
+                                       "wins over the recipe and the environment)"),
+        dry_run: bool = typer.Option(False, "--dry-run", help="print every stage's command in order, run nothing")
+        ) -> None:
+    """The reproduction pipeline for one recipe: data selection -> judge SFT -> offline or online learning ->
+    evaluation -> tables; finished stages are skipped (docs/runs.md). Environment variables (W_STR=0.5) still
+    override the recipe."""
+    from thinkj.run_settings import run as run_recipe
+
+    run_recipe(recipe, set_ or [], dry_run=dry_run)
 
 
 @app.command()

@@ -1,6 +1,7 @@
 """The end-to-end reproduction pipeline behind ``scripts/reproduce*.sh``: one ordered list of shell commands.
 
-    DRY_RUN=1 bash scripts/reproduce_qwen2.5-7b.sh                 # print every command, run nothing
+    thinkj run configs/recipes/qwen2.5-7b.yaml --dry-run            # print every command, run nothing
+    DRY_RUN=1 bash scripts/reproduce_qwen2.5-7b.sh                 # the same (the script runs that recipe)
     bash scripts/reproduce_qwen2.5-7b.sh                           # run; finished stages are skipped
     LEARNING=offline OFFLINE_ITERATIONS=2 bash scripts/reproduce_llama3-8b.sh
     W_STR=0.5 bash scripts/reproduce_qwen2.5-32b.sh                # one reward weight changed
@@ -12,7 +13,8 @@ traces -> clip -> seed-set (data selection, LIMJ707) ->
 judge SFT (+ critic SFT for offline) -> offline critic-guided DPO or online RL (verl) -> evaluation on
 each benchmark -> tables.
 
-Every setting is an environment variable; ``DEFAULTS`` below lists each with its default and why. All of them
+Every setting is declared once in :mod:`thinkj.run_settings` (type, default, why); a recipe
+(``configs/recipes/<model>.yaml``) sets a model's, an environment variable or ``--set`` overrides one. All of them
 are checked before stage 1 (``validate``): a bad one fails in one line naming the variable, and so does a
 variable that looks like a setting but is none (``W_STRR``, any unknown ``W_*``, ``BENCHMARK``: "did you mean
 …?") -- ignored, it would run the default as if it were the ablation asked for.
@@ -36,7 +38,6 @@ See docs/runs.md.
 
 from __future__ import annotations
 
-import difflib
 import json
 import os
 import re
@@ -64,59 +65,9 @@ from thinkj.pipeline_checks import (
     decontaminate_against,
 )
 from thinkj.records import write_json
+from thinkj.run_settings import DEFAULTS, WEIGHT_SETTINGS, resolve
+from thinkj.run_settings import check_names as check_names  # its home before run_settings
 from thinkj.stage_runner import fingerprints
-
-# name -> (default, what it is). Model-specific defaults come from the thin per-model scripts.
-DEFAULTS: dict[str, tuple[str, str]] = {
-    "MODEL_PROFILE": ("qwen2.5-7b-instruct", "configs/models/<profile>.yaml: hub id + LlamaFactory template"),
-    "MODEL_NAME": ("Qwen2.5-7B-Instruct", "tags.model in results JSON (what `thinkj tables` matches)"),
-    "RUN_DIR": ("", "every output goes under here [runs/<MODEL_PROFILE>, runs/<MODEL_PROFILE>_seed<SEED> with SEED]"),
-    "TRAIN_SOURCE": ("skywork", "data_prep.load_source kind: skywork | helpsteer2 | hh_rlhf | pairs (PreferencePair JSONL)"),
-    "TRAIN_DATA_NAME": ("Skywork", "tags.train_data"),
-    "SOURCE_LOCATION": ("", "hub name or local file for the source [the loader's hub default]"),
-    "SOURCE_LIMIT": ("", "keep the first N pairs [all]"),
-    "JUDGE_BACKEND": ("vllm", "inference backend for difficulty filtering and evaluation: vllm | hf"),
-    "TP": ("1", "vLLM tensor_parallel_size (32B: 4); the difficulty filter and evaluation run GPUS_PER_NODE / TP "
-                "workers of TP GPUs each on the node"),
-    "DIFFICULTY_MAX_NEW_TOKENS": ("", "generation budget per judgment of the difficulty filter [MODEL_PROFILE's "
-                                      "max_new_tokens]; lower it for a judge whose context is shorter"),
-    "DEDUP_MODEL": ("hkunlp/instructor-large", "embedding model of the diversity filter (paper: instructor-large)"),
-    "DEDUP_THRESHOLD": ("0.9", "cosine similarity at or above which a pair is a duplicate"),
-    "DECONTAM_ENCODER": ("", "embedding rule of the decontamination stage, DEDUP_MODEL's names; none = off [DEDUP_MODEL]"),
-    "DECONTAM_THRESHOLD": ("0.95", "cosine similarity at or above which a training text copies a benchmark item"),
-    "DECONTAMINATE": ("drop", "drop | report: pairs holding a benchmark item are dropped, or only reported"),
-    "TEACHER_MODEL": ("deepseek-reasoner", "R1 teacher for the thinking traces"),
-    "TEACHER_URL": ("https://api.deepseek.com/v1", "OpenAI-compatible base URL of the teacher"),
-    "TEACHER_KEY_ENV": ("DEEPSEEK_API_KEY", "name of the env var holding the teacher's API key (never printed)"),
-    "LEARNING": ("online", "online (verl RL) | offline (critic-guided DPO)"),
-    "RL_ALGO": ("grpo", "grpo | ppo | reinforce_pp (Table 4)"),
-    "REWARD_PRESET": ("thinkj_qwen", "thinkj_qwen (1, 1, 0.2) | thinkj_llama (1, 1, 0): Table 8's best per model"),
-    "W_ACC": ("", "override the preset's accuracy weight"),
-    "W_FMT": ("", "override the preset's format weight (Table 8: 1.0 / 0.5 / 0.0)"),
-    "W_STR": ("", "override the preset's strength weight (Table 8: 0.5 / 0.2 / 0.0)"),
-    "W_CON": ("", "consistency weight (J1: paid when both orders of a comparison are right); needs "
-                  "RL_ALGO=grpo_consistent, which trains on both orders in one step [the preset's: 0]"),
-    "NNODES": ("2", "verl nodes (Table 11: 2 x 8 GPUs)"),
-    "GPUS_PER_NODE": ("8", "GPUs per node"),
-    "OFFLINE_ITERATIONS": ("1", "critic-guided DPO rounds (Table 7: 1-3)"),
-    "BENCHMARKS": ("rewardbench rmbench autoj", "benchmarks to evaluate (space separated)"),
-    "EVAL_LIMIT": ("", "items per benchmark [all]"),
-    "MAX_NEW_TOKENS": ("4096", "evaluation generation budget per judgment"),
-    "SEED": ("", "seed of every seeded stage [unset: each stage's own default, listed below]"),
-    "TABLES": ("4", "tables to render from this run's results (space separated)"),
-    "DRY_RUN": ("0", "1 = print every command in order, run nothing"),
-    # Scale: what a GPU run leaves at the configs' values and a CPU rehearsal (scripts/reproduce_cpu.sh) sets
-    "DEVICE": ("gpu", "gpu | cpu: cpu trains with LlamaFactory and verl's own trainer on this machine's CPU"),
-    "SFT_OVERRIDES": ("", "LlamaFactory key=value overrides of judge and critic SFT, space separated [the configs']"),
-    "DPO_OVERRIDES": ("", "LlamaFactory key=value overrides of offline DPO, space separated [the config's]"),
-    "PAIR_LIMIT": ("", "critic-guided pairs from the first N RL comparisons [all]"),
-    "PAIR_MAX_NEW_TOKENS": ("", "generation budget of the critic-guided pairs [MODEL_PROFILE's max_new_tokens]"),
-    "RL_STEPS": ("", "verl trainer.total_training_steps [the config's epochs]"),
-    "VERL_OVERRIDES": ("", "verl Hydra overrides key=value, space separated, applied last [none]"),
-    "BENCHMARK_DATA": ("", "local data per benchmark, 'autoj=FILE rmbench=DIR synthetic=FILE' [each benchmark's hub "
-                           "set]; the synthetic benchmark (a generated task's held-out pairs) needs one"),
-}
-
 
 # Settings that change what a stage produces, by stage (a stage also depends on every stage before it).
 # TP, NNODES, GPUS_PER_NODE, DEVICE, TEACHER_KEY_ENV, RUN_DIR and DRY_RUN change how a stage runs, not its result.
@@ -174,34 +125,10 @@ class Stage:
         return folder / f"{self.name}.done.json"
 
 
-# Reward weight overrides: the only W_* settings (an unknown W_* is a typo, never ignored).
-WEIGHT_SETTINGS = ("W_ACC", "W_FMT", "W_STR", "W_CON")
-
-
-def check_names(env: Mapping[str, str]) -> None:
-    """Refuse an environment variable that looks like a setting but is none: an unknown ``W_*``, a known name in
-    other letter case, or a name close to a known one (``W_STRR``, ``BENCHMARK``). Ignoring it would run the
-    default silently -- an ablation that is not one."""
-    for name in env:
-        upper = name.upper()
-        if name in DEFAULTS:
-            continue
-        close = [upper] if upper in DEFAULTS else difflib.get_close_matches(upper, DEFAULTS, n=1, cutoff=0.83)
-        if close or upper.startswith("W_"):
-            hint = f"did you mean {close[0]}?" if close else f"the reward weights are {', '.join(WEIGHT_SETTINGS)}"
-            raise ThinkJError(f"{name}: not a setting of the pipeline ({hint}); "
-                              "`python -m thinkj.pipeline --print-env` lists them")
-
-
 def settings(env: Mapping[str, str] | None = None) -> dict[str, str]:
-    """Resolve every setting from the environment (empty or unset -> the default); a misspelt one is an error."""
-    env = os.environ if env is None else env
-    check_names(env)
-    # surrounding spaces are no part of a value: W_STR=' 0.5' would otherwise name the run's folder and tags with one
-    values = {k: ((env.get(k) or "").strip() or d) for k, (d, _) in DEFAULTS.items()}
-    seeded = f"_seed{values['SEED']}" if values["SEED"] else ""
-    values["RUN_DIR"] = values["RUN_DIR"] or f"runs/{values['MODEL_PROFILE']}{seeded}"
-    return values
+    """Every setting from the environment alone (empty or unset -> the default; a misspelt one is an error): what
+    ``python -m thinkj.pipeline`` runs. ``thinkj run RECIPE`` adds a recipe and ``--set`` (:mod:`thinkj.run_settings`)."""
+    return resolve(env=env).values
 
 
 def _opt(flag: str, value: str) -> list[str]:
@@ -232,14 +159,7 @@ def validate(s: dict[str, str]) -> None:
     for name in ("DEDUP_THRESHOLD", "DECONTAM_THRESHOLD"):
         if not 0 < _finite(name, s[name]) <= 1:
             raise ThinkJError(f"{name}={s[name]!r}: must be in (0, 1]")
-    defaults = PRESETS.lookup(s["REWARD_PRESET"]).defaults
-    for name in WEIGHT_SETTINGS:
-        if s[name]:
-            if _finite(name, s[name]) < 0:
-                raise ThinkJError(f"{name}={s[name]!r}: a reward weight must be >= 0")
-            if name.lower() not in defaults:
-                raise ThinkJError(f"{name}={s[name]!r}: reward preset {s['REWARD_PRESET']!r} has no weight "
-                                  f"{name.lower()} (its weights: {', '.join(sorted(defaults)) or 'none'})")
+    check_weight_settings(s)
     if not s["BENCHMARKS"].split():
         raise ThinkJError("BENCHMARKS='': name at least one benchmark")
     for bench in s["BENCHMARKS"].split():
@@ -276,6 +196,25 @@ def validate(s: dict[str, str]) -> None:
     for name in ("MODEL_NAME", "TRAIN_DATA_NAME", "TEACHER_MODEL", "TEACHER_URL", "DEDUP_MODEL"):
         if not s[name].strip():
             raise ThinkJError(f"{name}='': must not be empty")
+
+
+def check_weight_settings(s: Mapping[str, str]) -> None:
+    """The W_* overrides through the rewards' one rule (:func:`thinkj.rewards.weights.check_weights`, via the
+    preset): a weight the preset has, a finite number, >= 0, bounded."""
+    from thinkj.rewards import PRESETS
+    from thinkj.rewards.weights import RewardWeightError
+
+    preset = PRESETS.lookup(s["REWARD_PRESET"])
+    for name in WEIGHT_SETTINGS:
+        if not s[name]:
+            continue
+        try:
+            preset.weights({name.lower(): s[name]})
+        except RewardWeightError as exc:
+            if name.lower() not in preset.defaults:
+                raise ThinkJError(f"{name}={s[name]!r}: reward preset {preset.name!r} has no weight {name.lower()} "
+                                  f"(its weights: {', '.join(sorted(preset.defaults)) or 'none'})") from None
+            raise ThinkJError(f"{name}={s[name]!r}: a reward weight {exc.detail.partition(', got ')[0]}") from None
 
 
 def online_folder(s: dict[str, str]) -> str:
