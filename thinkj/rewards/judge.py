@@ -45,6 +45,10 @@ from thinkj.prompts import AnswerFormat
 from thinkj.rewards.gold import pair_gold
 from thinkj.verdict_parser import STRENGTH_RANGE, parse_verdict
 
+# Table 8's best weights per model family, written once: the presets thinkj_qwen / thinkj_llama (registry.py),
+# thinkj_reward's keyword defaults and Table 8's column defaults (tables/layouts.py) read them.
+QWEN_WEIGHTS: dict[str, float] = {"w_acc": 1.0, "w_fmt": 1.0, "w_str": 0.2, "w_con": 0.0}
+LLAMA_WEIGHTS: dict[str, float] = {**QWEN_WEIGHTS, "w_str": 0.0}
 REWARD_KEYS = ("score", "acc", "format", "strength", "pred", "pred_strength", "gold_tie", "gold_error")
 
 STRENGTH_FORMAT = AnswerFormat(think=True, strength="required")
@@ -63,8 +67,9 @@ def _in_range(value: int | None) -> bool:
     return value is not None and STRENGTH_RANGE[0] <= value <= STRENGTH_RANGE[1]
 
 
-def thinkj_reward(text: str, ground_truth: Any, *, w_acc: float = 1.0, w_fmt: float = 1.0, w_str: float = 0.2,
-                  w_con: float = 0.0, fmt: AnswerFormat = STRENGTH_FORMAT) -> dict[str, Any]:
+def thinkj_reward(text: str, ground_truth: Any, *, w_acc: float = QWEN_WEIGHTS["w_acc"],
+                  w_fmt: float = QWEN_WEIGHTS["w_fmt"], w_str: float = QWEN_WEIGHTS["w_str"],
+                  w_con: float = QWEN_WEIGHTS["w_con"], fmt: AnswerFormat = STRENGTH_FORMAT) -> dict[str, Any]:
     """The Think-J rule-based reward R = w_acc*R_acc + w_fmt*R_fmt + w_str*R_str (see module docstring).
 
     ``w_con`` is the consistency term's weight: one sample cannot pay it (it needs the other order's rollouts), so it

@@ -12,7 +12,7 @@ from thinkj.registry import Registry
 from thinkj.rewards.competition import COMPETITION_DEFAULTS, answer_gold_problem, competition_reward
 from thinkj.rewards.gold import pair_gold, pair_label
 from thinkj.rewards.grm import GRM_DEFAULTS, GRM_KEYS, GRM_KINDS, grm_listwise_group
-from thinkj.rewards.judge import margin_reward, thinkj_reward, thinkj_subtractive_reward
+from thinkj.rewards.judge import LLAMA_WEIGHTS, QWEN_WEIGHTS, margin_reward, thinkj_reward, thinkj_subtractive_reward
 from thinkj.rewards.multi_objective import MULTI_DEFAULTS, MULTI_KEYS, multi_objective_reward, scores_gold_problem
 from thinkj.rewards.pairwise_group import (
     PAIRWISE_GROUP_CHOICES,
@@ -70,10 +70,10 @@ XML_JUDGE = Preset("xml_judge", xml_judge_reward, dict(XML_DEFAULTS),
                    "seed 000 XML judge, one completion (pass group_acc for the power scaling)", template="xml_judge_v1",
                    kinds=XML_KINDS, gold_problem=_label_problem)
 for _preset in (
-    Preset("thinkj_qwen", thinkj_reward, {"w_acc": 1.0, "w_fmt": 1.0, "w_str": 0.2, "w_con": 0.0},
+    Preset("thinkj_qwen", thinkj_reward, dict(QWEN_WEIGHTS),
            "Think-J accuracy + format + strength (assumption: our reading of the lost equations); "
            "Table 8's best for Qwen2.5-32B", gold_problem=_pair_problem),
-    Preset("thinkj_llama", thinkj_reward, {"w_acc": 1.0, "w_fmt": 1.0, "w_str": 0.0, "w_con": 0.0},
+    Preset("thinkj_llama", thinkj_reward, dict(LLAMA_WEIGHTS),
            "Think-J accuracy + format (assumption, as thinkj_qwen); Table 8's best for Llama-3-8B",
            gold_problem=_pair_problem),
     Preset("thinkj_subtractive", thinkj_subtractive_reward, {"w_acc": 1.0, "w_fmt": 1.0, "w_str": 1.0, "w_con": 0.0},

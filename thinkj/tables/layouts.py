@@ -20,6 +20,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from thinkj.rewards.judge import LLAMA_WEIGHTS, QWEN_WEIGHTS  # Table 8's per-model defaults: the presets' own
+
 # RewardBench's example counts for the two chat sections (its EXAMPLE_COUNTS: alpacaeval-easy 100,
 # alpacaeval-length 95, alpacaeval-hard 95, mt-bench-easy 28, mt-bench-med 40 -> 358; mt-bench-hard 37,
 # llmbar-natural 100, llmbar-adver-neighbor 134, llmbar-adver-GPTInst 92, llmbar-adver-GPTOut 47,
@@ -177,12 +179,13 @@ _add(TableSpec(
     "8", "Reward weights of online GRPO (w_acc = 1.0)",
     row_keys=("parameter", "value"), row_tags={"parameter": "parameter", "value": "value"},
     groups=(ColumnGroup("Qwen2.5-32B-Instruct", _rb("Qwen2.5-32B-Instruct/"), tags={"model": QWEN_32B},
-                        defaults={"w_fmt": 1.0, "w_str": 0.2}),
+                        defaults={k: QWEN_WEIGHTS[k] for k in ("w_fmt", "w_str")}),
             ColumnGroup("Meta-Llama-3-8B-Instruct", _rb("Meta-Llama-3-8B-Instruct/"), tags={"model": LLAMA_8B},
-                        defaults={"w_fmt": 1.0, "w_str": 0.0})),
+                        defaults={k: LLAMA_WEIGHTS[k] for k in ("w_fmt", "w_str")})),
     ablation=True,
     notes="row = tags.w_fmt / tags.w_str: the row's weight has its value, the other weight its model default "
-          "(Qwen w_str 0.2, Llama w_str 0.0; absent = default, but at least one must be given); column group = tags.model"))
+          f"(Qwen w_str {QWEN_WEIGHTS['w_str']}, Llama w_str {LLAMA_WEIGHTS['w_str']}; absent = default, "
+          "but at least one must be given); column group = tags.model"))
 
 _add(TableSpec(
     "9", "Margin (double-score) reward against the Think-J reward for GRPO",
