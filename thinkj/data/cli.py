@@ -11,6 +11,7 @@
     thinkj data teacher-serve --port 8011   # scripted stand-in for R1 (synthetic task only)
     thinkj data task facts runs/cpu/task --train 64 --test 30 --seed 0   # a generated judging task's pairs
     thinkj data verl-parquet runs/cpu/task/train.jsonl runs/cpu/twins.parquet --twins   # both orders, for verl
+    thinkj data verl-parquet rl_pairs.jsonl rl_train.parquet --val-out rl_val.parquet --val-fraction 0.1  # + held out
 
 Each command is file-in/file-out and writes a ``*.summary.json`` beside its output.
 """
@@ -176,21 +177,41 @@ def verl_parquet_cmd(
     out: Path = typer.Argument(..., help="verl parquet to write"),
     twins: bool = typer.Option(False, help="both orders of every comparison side by side (rows 2k, 2k+1), for "
                                            "configs/verl/grpo_consistent.yaml and --twins"),
-    seed: int = typer.Option(0, help="with --twins: the seed of the comparisons' order"),
+    seed: int = typer.Option(0, help="with --twins: the seed of the comparisons' order; with --val-out: of the "
+                                     "held-out choice"),
     template: str = typer.Option("judge_strength_v2"),
     split: str = typer.Option("train", help="written into extra_info.split"),
+    val_out: Path = typer.Option(None, help="also hold pairs out of OUT and write them here, both orders of each "
+                                            "comparison (validation: --val-data of a verl launch)"),
+    val_fraction: float = typer.Option(0.1, help="with --val-out: share of the pairs held out, whole questions at a "
+                                                 "time (thinkj.export.verl.hold_out)"),
 ) -> None:
-    """Write verl's RL parquet from pairs (ties left out and counted); warns when the gold position is off balance."""
+    """Write verl's RL parquet from pairs (ties left out and counted); warns when the gold position is off balance.
+
+    With --val-out, a held-out share of the pairs is kept out of OUT and written to VAL_OUT in both orders (rows
+    share extra_info.twin; extra_info.order 0 / 1), for verl's validation metrics (docs/online_learning.md)."""
     import json
 
-    from thinkj.checks import check_input_file, check_range
-    from thinkj.export.verl import write_verl_parquet
+    from thinkj.checks import check_input_file, check_output_file, check_range
+    from thinkj.errors import ThinkJError
+    from thinkj.export.verl import hold_out, write_verl_parquet
     from thinkj.records import load_pairs
 
     check_input_file("PAIRS", pairs)
     check_range("--seed", seed, low=0)
-    summary = write_verl_parquet(out, load_pairs(pairs), template, split, twins=twins, seed=seed)
-    typer.echo(json.dumps({"out": str(out), "twins": twins, **summary}))
+    check_output_file("OUT", out)
+    loaded = load_pairs(pairs)
+    held: dict = {}
+    if val_out is not None:
+        check_output_file("--val-out", val_out)
+        check_range("--val-fraction", val_fraction, low=0, high=1, low_open=True, high_open=True)
+        if Path(val_out).resolve() == Path(out).resolve():
+            raise ThinkJError(f"--val-out {val_out} is OUT itself: the held-out pairs need a file of their own")
+        loaded, kept_out = hold_out(loaded, val_fraction, seed)
+        val = write_verl_parquet(val_out, kept_out, template, "val", twins=True, seed=seed)
+        held = {"val": {"out": str(val_out), "pairs": len(kept_out), "fraction": val_fraction, **val}}
+    summary = write_verl_parquet(out, loaded, template, split, twins=twins, seed=seed)
+    typer.echo(json.dumps({"out": str(out), "twins": twins, **summary, **held}))
 
 
 @app.command("teacher-serve")

@@ -13,6 +13,7 @@ reads without a ``gold_error`` (``thinkj.rewards.gold``: label a / b / tie, stre
 
 from __future__ import annotations
 
+import hashlib
 import os
 import random
 from collections.abc import Iterable
@@ -60,6 +61,30 @@ def verl_rows(pairs: Iterable[PreferencePair], template: str = "judge_strength_v
                 "extra_info": info,
             })
     return rows, skipped
+
+
+def hold_out(pairs: Iterable[PreferencePair], fraction: float,
+             seed: int = 0) -> tuple[list[PreferencePair], list[PreferencePair]]:
+    """(pairs to train on, held-out pairs): about ``fraction`` of the pairs, whole questions at a time, so that no
+    held-out question (the last user turn) is ever trained on. Questions are ranked by a hash of (``seed``,
+    question), which keeps the choice fixed for a seed whatever the file's order, and taken until the held-out
+    pairs reach ``round(fraction x pairs)`` (at least one). Refuses a split that would leave nothing to train on."""
+    pairs = list(pairs)
+    if not 0 < fraction < 1:
+        raise ThinkJError(f"held-out fraction {fraction!r}: must be between 0 and 1 (exclusive)")
+    groups: dict[str, list[int]] = {}
+    for i, pair in enumerate(pairs):
+        groups.setdefault(pair.instruction, []).append(i)
+    target = max(1, round(fraction * len(pairs)))
+    held: set[int] = set()
+    for question in sorted(groups, key=lambda q: hashlib.sha256(f"{seed}\0{q}".encode()).hexdigest()):
+        if len(held) >= target:
+            break
+        held.update(groups[question])
+    if len(held) == len(pairs):
+        raise ThinkJError(f"holding out {fraction:g} of {len(pairs)} pairs takes every pair ({len(groups)} distinct "
+                          "question(s), each held out whole): lower the fraction or add pairs")
+    return [p for i, p in enumerate(pairs) if i not in held], [p for i, p in enumerate(pairs) if i in held]
 
 
 def check_rl_row(row: dict[str, Any], *, path: str | os.PathLike, line: int) -> tuple[list[dict[str, str]], str, int | None]:

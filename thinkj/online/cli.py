@@ -120,8 +120,9 @@ def rl(
 def curves(logdir: Path = typer.Argument(..., help="verl log folder / *.jsonl / tensorboard events, or trainer_state.json"),
            out: Path = typer.Option(..., "--out", help="PNG to write"),
            title: str = typer.Option("", help="figure title")) -> None:
-    """Plot reward, accuracy, response length and KL per step (the paper's Figures 5-8)."""
-    from thinkj.online.curves import PANELS, CurveError, load_metrics, pick, plot_curves
+    """Plot reward, accuracy, response length and KL per step (the paper's Figures 5-8), and the held-out judge's
+    accuracy per order, pair accuracy and "(a)" share where the run validated on both orders."""
+    from thinkj.online.curves import HELD_OUT_PANEL, PANELS, CurveError, held_out, load_metrics, pick, plot_curves
 
     try:
         metrics = load_metrics(logdir)
@@ -131,6 +132,8 @@ def curves(logdir: Path = typer.Argument(..., help="verl log folder / *.jsonl / 
     for panel in PANELS:
         chosen = pick(metrics, panel)
         typer.echo(f"{panel:16s} {chosen[0] + f' ({len(chosen[1])} points)' if chosen else 'not logged'}")
+    for key, points in held_out(metrics).values():
+        typer.echo(f"{HELD_OUT_PANEL}: {key} ({len(points)} points)")
     typer.echo(f"wrote {path}")
 
 

@@ -8,6 +8,10 @@ Reads, from a file or everything under a folder:
   object per line (verl/utils/tracking.py, FileLogger);
 * verl's ``tensorboard`` logger: ``events.out.tfevents.*`` scalars (under ``TENSORBOARD_DIR``);
 * TRL / transformers: ``trainer_state.json`` and its ``log_history``.
+
+When the run validated on a held-out set in both orders (``thinkj.online.heldout``: verl's
+``val-judge/<data_source>/<name>``, TRL's ``eval_judge/<name>``), a fifth panel shows its accuracy in each order,
+pair accuracy and share of "(a)" verdicts per validation step.
 """
 
 from __future__ import annotations
@@ -30,6 +34,12 @@ PANELS: dict[str, tuple[str, ...]] = {
     "response length": (r"response_length/mean", r"completions/mean_length"),
     "KL": (r"actor/kl_loss", r"kl", r"actor/reward_kl_penalty", r"actor/ppo_kl"),
 }
+
+
+# Held-out judge series (thinkj.online.heldout), one line each in the "held-out judge" panel
+HELD_OUT = ("acc_original", "acc_swapped", "pair_acc", "a_share")
+HELD_OUT_PANEL = "held-out judge (both orders)"
+_HELD_OUT_KEY = re.compile(r"(?:val-judge/.+|eval_judge)/(" + "|".join(HELD_OUT) + ")")
 
 
 class CurveError(ThinkJError):
@@ -118,17 +128,43 @@ def pick(metrics: Series, panel: str) -> tuple[str, list[tuple[int, float]]] | N
     return None
 
 
+def held_out(metrics: Series) -> dict[str, tuple[str, list[tuple[int, float]]]]:
+    """The held-out judge series logged (:data:`HELD_OUT` name -> (metric key, points)); the first data source's
+    where verl validated on several."""
+    found: dict[str, tuple[str, list[tuple[int, float]]]] = {}
+    for key in sorted(metrics):
+        match = _HELD_OUT_KEY.fullmatch(key)
+        if match and match.group(1) not in found:
+            found[match.group(1)] = (key, metrics[key])
+    return {name: found[name] for name in HELD_OUT if name in found}
+
+
 def plot_curves(metrics: Series, out: str | os.PathLike, title: str = "") -> Path:
-    """A 2 x 2 PNG of the four panels; a panel with no matching metric says so instead of staying blank."""
+    """A 2 x 2 PNG of the four panels (2 x 3 with the held-out judge panel when its series were logged); a panel
+    with no matching metric says so instead of staying blank."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
     from matplotlib.ticker import MaxNLocator
 
-    if not any(pick(metrics, p) for p in PANELS):
+    validation = held_out(metrics)
+    if not validation and not any(pick(metrics, p) for p in PANELS):
         raise CurveError(f"none of the plotted metrics were logged; found: {', '.join(sorted(metrics)[:20])}")
-    fig, axes = plt.subplots(2, 2, figsize=(10, 7))
+    fig, axes = plt.subplots(2, 3 if validation else 2, figsize=(15 if validation else 10, 7))
+    if validation:
+        ax = axes.flat[4]
+        ax.set_title(HELD_OUT_PANEL)
+        ax.set_xlabel("step")
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+        for name, (_, points) in validation.items():
+            steps, values = zip(*points)
+            ax.plot(steps, values, marker="o" if len(points) < 30 else None, markersize=3, label=name)
+        ax.set_ylim(-0.05, 1.05)
+        ax.axhline(0.5, color="gray", lw=0.5, ls=":")  # a_share of a judge without position preference
+        ax.legend(fontsize=8)
+        ax.grid(alpha=0.3)
+        axes.flat[5].axis("off")
     for ax, panel in zip(axes.flat, PANELS):
         chosen = pick(metrics, panel)
         ax.set_title(panel)

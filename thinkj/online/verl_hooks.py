@@ -17,10 +17,17 @@ driver too). Neither addition changes what an ordinary GRPO / PPO / Reinforce++ 
   nowhere but the rollout dump; the trainer's ``compute_data_metrics`` is wrapped to add these, from the ``pred``
   the Think-J presets return and the gold in ``reward_model``, to the step's metrics (console, file and
   tensorboard loggers, ``thinkj train curves``). Rewards without a ``pred`` key add nothing.
+* **Held-out judge metrics** (``val-judge/<data_source>/{acc,acc_original,acc_swapped,pair_acc,a_share}``:
+  ``thinkj.online.heldout``), at every validation (before training and every ``trainer.test_freq`` steps). verl
+  averages each reward key per data source but knows neither a row's order nor its comparison, so during
+  validation ``extract_reward`` is wrapped to add three string keys per row from ``extra_info`` and
+  ``reward_model`` -- ``val_twin``, ``val_order`` ("original" / "swapped" / "") and ``val_gold`` -- which verl's
+  ``process_validation_metrics`` skips (strings) and its validation dump (``trainer.validation_data_dir``) writes;
+  ``RayPPOTrainer._val_metrics_update`` is wrapped to add the metrics computed from them and the reward's ``pred``.
 
-Both wraps are installed only where verl's trainer module is already imported (its driver) and only after
-checking that ``RayPPOTrainer.fit`` still calls the two functions by these names: after a verl upgrade that
-changes them, :class:`StaleHook` names what moved instead of silently not running.
+The wraps are installed only where verl's trainer module is already imported (its driver) and only after
+checking that ``RayPPOTrainer.fit`` and ``_validate`` still call the functions by these names: after a verl upgrade
+that changes them, :class:`StaleHook` names what moved instead of silently not running.
 """
 
 from __future__ import annotations
@@ -33,9 +40,12 @@ from typing import Any
 import numpy as np
 from verl.trainer.ppo import core_algos
 
+from thinkj.online.heldout import judge_stats, order_name
 from thinkj.rewards.twins import position_stats
 
 ESTIMATOR = "grpo_twin"
+VAL_KEYS = ("val_twin", "val_order", "val_gold")  # added to validation's reward extra info, strings only
+VAL_PREFIX = "val-judge"
 TRAINER_MODULE = "verl.trainer.ppo.ray_trainer"
 _WRAPPED = "__thinkj_wrapped__"
 
@@ -104,25 +114,66 @@ def batch_position_stats(non_tensor_batch: dict[str, Any]) -> dict[str, float]:
     return position_stats(preds, golds, twins, orders)
 
 
-def _require_call(fit: Callable, needle: str) -> None:
+def _gold_label(truth: Any) -> str:
+    gt = _plain(truth).get("ground_truth") if isinstance(_plain(truth), dict) else None
+    label = gt.get("label") if isinstance(gt, dict) else gt
+    return label if isinstance(label, str) else ""
+
+
+def validation_keys(non_tensor_batch: dict[str, Any]) -> dict[str, np.ndarray]:
+    """:data:`VAL_KEYS` for every row of a validation batch (empty strings where a row names no twin or gold)."""
+    truths = non_tensor_batch.get("reward_model")
+    n = len(truths) if truths is not None else 0
+    infos = non_tensor_batch.get("extra_info")
+    infos = [None] * n if infos is None else infos
+    named = [order_name(_plain(info) if info is not None else None) for info in infos]
+    golds = [_gold_label(t) for t in truths] if truths is not None else []
+    return {"val_twin": np.array([t for t, _ in named], dtype=object),
+            "val_order": np.array([o for _, o in named], dtype=object),
+            "val_gold": np.array(golds, dtype=object)}
+
+
+def validation_metrics(data_sources: Any, extras: dict[str, list[Any]]) -> dict[str, float]:
+    """``val-judge/<data_source>/<metric>`` from one validation's reward extra info ({} without ``pred``)."""
+    preds = extras.get("pred")
+    if preds is None or any(k not in extras for k in VAL_KEYS):
+        return {}
+    rows: dict[str, list[int]] = {}
+    for i, source in enumerate(data_sources):
+        rows.setdefault(str(source), []).append(i)
+    metrics = {}
+    for source, idx in rows.items():
+        stats = judge_stats([str(preds[i]) for i in idx], [extras["val_gold"][i] for i in idx],
+                            [extras["val_twin"][i] for i in idx], [extras["val_order"][i] for i in idx])
+        metrics.update({f"{VAL_PREFIX}/{source}/{name}": value for name, value in stats.items()})
+    return metrics
+
+
+def _require_call(function: Callable, needle: str) -> None:
+    name = getattr(function, "__qualname__", repr(function))
     try:
-        source = inspect.getsource(fit)
+        source = inspect.getsource(function)
     except (OSError, TypeError) as err:
-        raise StaleHook(f"cannot read RayPPOTrainer.fit's source: {err}") from None
+        raise StaleHook(f"cannot read {name}'s source: {err}") from None
     if needle not in source:
-        raise StaleHook(f"RayPPOTrainer.fit no longer contains {needle!r}: the thinkj hook on it would not run "
+        raise StaleHook(f"{name} no longer contains {needle!r}: the thinkj hook on it would not run "
                         "(thinkj/online/verl_hooks.py)")
 
 
 def install(trainer_module: Any) -> None:
-    """Wrap ``compute_advantage`` and ``compute_data_metrics`` of verl's trainer module (once)."""
+    """Wrap ``compute_advantage``, ``compute_data_metrics``, ``extract_reward`` and
+    ``RayPPOTrainer._val_metrics_update`` of verl's trainer module (once)."""
     original_advantage = trainer_module.compute_advantage
     original_metrics = trainer_module.compute_data_metrics
+    original_extract = trainer_module.extract_reward
+    trainer_cls = trainer_module.RayPPOTrainer
+    original_val_update = trainer_cls._val_metrics_update
     if getattr(original_advantage, _WRAPPED, False):
         return
-    fit = trainer_module.RayPPOTrainer.fit
-    _require_call(fit, "batch = compute_advantage(")
-    _require_call(fit, "compute_data_metrics(batch=batch")
+    _require_call(trainer_cls.fit, "batch = compute_advantage(")
+    _require_call(trainer_cls.fit, "compute_data_metrics(batch=batch")
+    _require_call(trainer_cls._validate, "extract_reward(test_batch)")
+    _require_call(trainer_cls._validate, "self._val_metrics_update(")
 
     def compute_advantage(data: Any, adv_estimator: Any, *args: Any, **kwargs: Any) -> Any:
         name = getattr(adv_estimator, "value", adv_estimator)
@@ -145,9 +196,25 @@ def install(trainer_module: Any) -> None:
             metrics.update(batch_position_stats(batch.non_tensor_batch))
         return metrics
 
+    def extract_reward(batch: Any) -> Any:
+        reward_tensor, extra = original_extract(batch)
+        if batch.meta_info.get("validate"):  # training steps are left as verl computes them
+            extra = {**extra, **validation_keys(batch.non_tensor_batch)}
+        return reward_tensor, extra
+
+    def _val_metrics_update(self: Any, data_sources: Any, sample_uids: Any, reward_extra_infos_dict: dict,
+                            sample_turns: Any) -> dict[str, Any]:
+        extras = dict(reward_extra_infos_dict)
+        ours = {key: extras.pop(key) for key in VAL_KEYS if key in extras}
+        metrics = original_val_update(self, data_sources, sample_uids, extras, sample_turns)
+        metrics.update(validation_metrics(data_sources, {**extras, **ours}))
+        return metrics
+
     setattr(compute_advantage, _WRAPPED, True)
     trainer_module.compute_advantage = compute_advantage
     trainer_module.compute_data_metrics = compute_data_metrics
+    trainer_module.extract_reward = extract_reward
+    trainer_cls._val_metrics_update = _val_metrics_update
 
 
 if TRAINER_MODULE in sys.modules:  # the trainer's driver; verl's workers never call these two functions
