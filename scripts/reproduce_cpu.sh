@@ -20,7 +20,8 @@
 #     pipeline and stopped when it ends, however it ends.
 # Settings of this script: CPU_MODEL [smollm2 | tiny], TASK_TRAIN [pairs generated, 64], TASK_TEST [held-out pairs,
 # 20], TASK_SEED [0], SHARED_DATA [unset: no Auto-J / RM-Bench], and every pipeline setting
-# (python -m thinkj.pipeline --print-env); the CPU scale below applies only where a setting is unset.
+# (python -m thinkj.pipeline --print-env) as an environment variable or `--set key=value` after the script's name;
+# the CPU scale is the recipe's (configs/recipes/smollm2-cpu.yaml, tiny-cpu.yaml) where a setting is not given.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=${PYTHON:-$( [ -x .venv/bin/python ] && echo .venv/bin/python || echo python )}
@@ -30,51 +31,22 @@ export HF_HUB_OFFLINE=${HF_HUB_OFFLINE:-1} HF_DATASETS_OFFLINE=${HF_DATASETS_OFF
 export TOKENIZERS_PARALLELISM=false RAY_TMPDIR=${RAY_TMPDIR:-$PWD/.cache/ray} VLLM_CACHE_ROOT=${VLLM_CACHE_ROOT:-$PWD/.cache/vllm}
 
 CPU_MODEL=${CPU_MODEL:-smollm2}
+# the pipeline settings of each model's rehearsal: configs/recipes/<model>-cpu.yaml; below only what depends on the
+# run folder (set where unset, so the environment still wins)
 case "$CPU_MODEL" in
   smollm2)
-    task=facts
-    export MODEL_PROFILE=${MODEL_PROFILE:-smollm2-135m-instruct} MODEL_NAME=${MODEL_NAME:-SmolLM2-135M-Instruct}
-    export RUN_DIR=${RUN_DIR:-runs/cpu/smollm2${SEED:+_seed$SEED}}
-    # demo-sized judge SFT (thinkj/demo/plans.py "smollm2", fewer steps: a rehearsal proves the wiring, not quality)
-    export SFT_OVERRIDES=${SFT_OVERRIDES:-"max_steps=8 per_device_train_batch_size=4 gradient_accumulation_steps=1 \
-learning_rate=1e-4 lr_scheduler_type=cosine warmup_steps=1 cutoff_len=512 save_strategy=no logging_steps=2 \
-plot_loss=false disable_gradient_checkpointing=true"}
-    export DPO_OVERRIDES=${DPO_OVERRIDES:-"max_steps=4 per_device_train_batch_size=2 gradient_accumulation_steps=1 \
-learning_rate=1e-5 cutoff_len=512 save_strategy=no logging_steps=2 plot_loss=false disable_gradient_checkpointing=true"}
-    # hf: the rehearsal's timings in experiments/LOG.md were measured with it. JUDGE_BACKEND=vllm also samples the
-    # difficulty filter's seeded k samples here: thinkj's vllm backend prefills whole prompts on CPU (its docstring)
-    backend=hf budget=96 ;;
+    task=facts recipe=configs/recipes/smollm2-cpu.yaml
+    export RUN_DIR=${RUN_DIR:-runs/cpu/smollm2${SEED:+_seed$SEED}} ;;
   tiny)
-    task=fruit
+    task=fruit recipe=configs/recipes/tiny-cpu.yaml
     export RUN_DIR=${RUN_DIR:-runs/cpu/tiny${SEED:+_seed$SEED}}
-    export MODEL_PROFILE=${MODEL_PROFILE:-$RUN_DIR/model/tiny.yaml} MODEL_NAME=${MODEL_NAME:-tiny}
-    # the tiny model starts from random weights: a high rate makes it write parsable verdicts in a few steps
-    export SFT_OVERRIDES=${SFT_OVERRIDES:-"max_steps=40 per_device_train_batch_size=8 gradient_accumulation_steps=1 \
-learning_rate=5e-3 lr_scheduler_type=constant_with_warmup warmup_steps=4 cutoff_len=512 save_strategy=no \
-logging_steps=10 plot_loss=false"}
-    export DPO_OVERRIDES=${DPO_OVERRIDES:-"max_steps=4 per_device_train_batch_size=4 gradient_accumulation_steps=1 \
-learning_rate=5e-4 cutoff_len=512 save_strategy=no logging_steps=2 plot_loss=false"}
-    export VERL_OVERRIDES=${VERL_OVERRIDES:-"actor_rollout_ref.actor.optim.lr=1e-4 data.max_response_length=48"}
-    # the fruit task's held-out pairs reuse its training prompts (they test judging the responses): decontamination
-    # would drop every training pair, so here it only reports; the exact and n-gram rules keep CI's time (MiniLM
-    # embedding the Auto-J and RM-Bench prompts costs ~40 s on 2 cores)
-    export DECONTAMINATE=${DECONTAMINATE:-report} DECONTAM_ENCODER=${DECONTAM_ENCODER:-none}
-    backend=hf budget=48 ;;
+    export MODEL_PROFILE=${MODEL_PROFILE:-$RUN_DIR/model/tiny.yaml} ;;
   *) echo "CPU_MODEL=$CPU_MODEL: must be smollm2 or tiny" >&2; exit 2 ;;
 esac
 
 task_dir=$RUN_DIR/task
-export DEVICE=${DEVICE:-cpu} NNODES=${NNODES:-1} GPUS_PER_NODE=${GPUS_PER_NODE:-1}
-export TRAIN_SOURCE=${TRAIN_SOURCE:-pairs} SOURCE_LOCATION=${SOURCE_LOCATION:-$task_dir/train.jsonl}
-export TRAIN_DATA_NAME=${TRAIN_DATA_NAME:-$task task} JUDGE_BACKEND=${JUDGE_BACKEND:-$backend}
-export DIFFICULTY_MAX_NEW_TOKENS=${DIFFICULTY_MAX_NEW_TOKENS:-8}
-# the bundled MiniLM (instructor-large needs the hub); generated tasks repeat templates, hence the high threshold
-export DEDUP_MODEL=${DEDUP_MODEL:-minilm} DEDUP_THRESHOLD=${DEDUP_THRESHOLD:-0.95}
-export TEACHER_MODEL=${TEACHER_MODEL:-r1-scripted} TEACHER_KEY_ENV=${TEACHER_KEY_ENV:-THINKJ_LOCAL_TEACHER_KEY}
+export SOURCE_LOCATION=${SOURCE_LOCATION:-$task_dir/train.jsonl}
 export THINKJ_LOCAL_TEACHER_KEY=${THINKJ_LOCAL_TEACHER_KEY:-none}  # the local teacher takes any key
-export PAIR_LIMIT=${PAIR_LIMIT:-8} PAIR_MAX_NEW_TOKENS=${PAIR_MAX_NEW_TOKENS:-$budget}
-export RL_STEPS=${RL_STEPS:-2} MAX_NEW_TOKENS=${MAX_NEW_TOKENS:-$budget} EVAL_LIMIT=${EVAL_LIMIT:-20}
-export TABLES=${TABLES:-rehearsal}
 benchmarks="synthetic" data="synthetic=$task_dir/test.jsonl"
 if [ -n "${SHARED_DATA:-}" ]; then
   benchmarks+=" autoj rmbench"
@@ -82,6 +54,7 @@ if [ -n "${SHARED_DATA:-}" ]; then
 fi
 export BENCHMARKS=${BENCHMARKS:-$benchmarks} BENCHMARK_DATA=${BENCHMARK_DATA:-$data}
 
+for arg in "$@"; do [ "$arg" = --dry-run ] && export DRY_RUN=1; done  # thinkj run's flag: start nothing either
 teacher_pid=""
 stop_teacher() { [ -n "$teacher_pid" ] && kill "$teacher_pid" 2>/dev/null && wait "$teacher_pid" 2>/dev/null; true; }
 trap stop_teacher EXIT
@@ -114,4 +87,4 @@ else
   fi
 fi
 # not exec: the teacher is stopped when the pipeline ends
-"$PY" -m thinkj.pipeline "$@"
+"$PY" -m thinkj.cli run "$recipe" "$@"
