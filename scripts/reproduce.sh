@@ -11,15 +11,8 @@
 #
 # A recipe (configs/recipes/*.yaml) holds a model's settings; each value comes from, last one winning: the
 # default < the recipe < the environment variable of its upper-case name < --set (thinkj/run_settings.py).
-# Settings (recipe keys in lower case, environment variables in upper case; empty = default). The full list:
-#   python -m thinkj.pipeline --print-env
-#   MODEL_PROFILE [qwen2.5-7b-instruct]   MODEL_NAME [Qwen2.5-7B-Instruct]   RUN_DIR [runs/$MODEL_PROFILE[_seed$SEED]]
-#   TRAIN_SOURCE [skywork]  SOURCE_LOCATION []  SOURCE_LIMIT []  JUDGE_BACKEND [vllm]  TP [1]
-#   DIFFICULTY_MAX_NEW_TOKENS [the profile's max_new_tokens]
-#   TEACHER_MODEL [deepseek-reasoner]  TEACHER_URL [https://api.deepseek.com/v1]  TEACHER_KEY_ENV [DEEPSEEK_API_KEY]
-#   LEARNING [online]  RL_ALGO [grpo]  REWARD_PRESET [thinkj_qwen]  W_ACC/W_FMT/W_STR [preset's]
-#   NNODES [2]  GPUS_PER_NODE [8]  OFFLINE_ITERATIONS [1]  BENCHMARKS [rewardbench rmbench autoj]
-#   EVAL_LIMIT []  MAX_NEW_TOKENS [4096]  SEED []  TABLES [4]  DRY_RUN [0]
+# Settings (recipe keys in lower case, environment variables in upper case; empty = default), each with its
+# default and why, declared once in thinkj/run_settings.py:   python -m thinkj.pipeline --print-env
 # SEED reaches every seeded stage: difficulty (--seed), judge/critic SFT and DPO (LlamaFactory seed=), the
 # offline pairs (--seed), verl (data.seed, rollout.seed, actor/critic data_loader_seed) and evaluation (--seed).
 # Unset, each stage keeps its own default (difficulty 0, LlamaFactory 42, verl's null/42/42, pairs 0, eval 0),
