@@ -32,7 +32,10 @@ def rl(
                                           "in one step with --twins)"),
     model: str = typer.Option(..., help="policy to start from: a model dir (the SFT-initialised judge) or hub id"),
     data: Path = typer.Option(..., help="PreferencePair JSONL (trl) or verl parquet (both engines)"),
-    val_data: Path = typer.Option(None, help="verl: held-out validation parquet (default: none, validation off)"),
+    val_data: Path = typer.Option(None, help="held-out pairs, both orders (`thinkj data verl-parquet --val-out`): verl "
+                                             "validates on them every trainer.test_freq steps, trl every --eval-steps "
+                                             "(a PreferencePair JSONL too) [none: validation off]"),
+    eval_steps: int = typer.Option(10, help="trl: judge --val-data every this many steps"),
     out: Path = typer.Option(Path("runs/default/online"), help="output folder (model, checkpoints, logs, curves.png)"),
     preset: str = typer.Option("thinkj_qwen", help="reward preset (`thinkj rewards` lists them)"),
     weight: list[str] = typer.Option(None, help="reward weight NAME=VALUE, repeatable: w_acc, w_fmt, w_str, w_con "
@@ -97,7 +100,9 @@ def rl(
         summary = run_trl_grpo(GRPORun(model=model, data=str(data), out_dir=str(out), preset=preset, weights=weights,
                                        steps=steps, learning_rate=lr, beta=beta, num_generations=num_generations,
                                        prompts_per_step=prompts_per_step, max_completion_length=max_completion_length,
-                                       device=device, extra=extra, twins=twins), force=force)
+                                       device=device, extra=extra, twins=twins,
+                                       eval_data=str(val_data) if val_data else None, eval_steps=eval_steps),
+                             force=force)
         typer.echo(json.dumps({k: v for k, v in summary.items() if k != "run"}, indent=1))
     elif engine == "verl":
         from thinkj.online.verl_launch import VerlLaunch

@@ -258,6 +258,21 @@ class GRPORun:
     # both orders of each comparison in one step (thinkj.rewards.twins): off | step (per-order groups, J1) |
     # union (one group of both orders' rollouts, J4R). With twins, prompts_per_step counts comparisons.
     twins: str = "off"
+    # held-out pairs judged greedily before step 1 and every eval_steps (thinkj.online.trl_eval): a PreferencePair
+    # JSONL (written in both orders) or a parquet with both orders (`thinkj data verl-parquet --val-out`)
+    eval_data: str | None = None
+    eval_steps: int = 10
+
+
+def held_out_rows(run: GRPORun) -> list[dict[str, Any]]:
+    """The held-out rows of ``run.eval_data``, both orders of each comparison (checked before anything is written)."""
+    from thinkj.checks import check_range
+
+    check_range("--eval-steps", run.eval_steps, low=1)
+    rows, skipped = load_rl_rows(run.eval_data, run.template, twins=True, seed=run.seed)
+    if not rows:
+        raise RecordError(f"no usable held-out rows (ties skipped: {skipped['tie']})", path=run.eval_data)
+    return rows
 
 
 def _use_cpu(device: str) -> bool:
@@ -374,6 +389,7 @@ def run_trl_grpo(run: GRPORun, force: bool = False) -> dict[str, Any]:
     from thinkj.rewards.twins import gold_balance
 
     gold_balance([r["label"] for r in rows], where=str(run.data))
+    eval_rows = held_out_rows(run) if run.eval_data is not None else []
     from thinkj.inference.identity import check_model_source, model_identity
     from thinkj.models import resolve_model
 
@@ -381,10 +397,12 @@ def run_trl_grpo(run: GRPORun, force: bool = False) -> dict[str, Any]:
     check_model_source(model_path, what="--model")
     cpu = _use_cpu(run.device)
     described = asdict(run)
-    if described["twins"] == "off":
-        del described["twins"]  # so runs finished before the option existed are still recognised as done
+    for key, default in (("twins", "off"), ("eval_data", None), ("eval_steps", 10)):
+        if described[key] == default:
+            del described[key]  # so runs finished before the option existed are still recognised as done
     settings = {"run": json.loads(json.dumps(described, default=str)),
-                "inputs": {"data": fingerprint(run.data), "model": model_identity(model_path)}}
+                "inputs": {"data": fingerprint(run.data), "model": model_identity(model_path),
+                           **({"eval_data": fingerprint(run.eval_data)} if eval_rows else {})}}
     done = _finished_with(out, settings)
     if done and not force:
         return done
@@ -425,6 +443,12 @@ def run_trl_grpo(run: GRPORun, force: bool = False) -> dict[str, Any]:
     trainer = _trainer_class(run.twins)(model=model, reward_funcs=reward_funcs, args=config,
                                         train_dataset=Dataset.from_list(rows), processing_class=tokenizer)
     total.bind_trainer(trainer)  # pos/* diagnostics (and consistency with twins) in every step's log line
+    held_out = None
+    if eval_rows:
+        from thinkj.online.trl_eval import HeldOutEval
+
+        held_out = HeldOutEval(eval_rows, run.preset, run.eval_steps, run.max_completion_length, **run.weights)
+        trainer.add_callback(held_out)
     if reached:
         from transformers import TrainerState
 
@@ -436,6 +460,8 @@ def run_trl_grpo(run: GRPORun, force: bool = False) -> dict[str, Any]:
     trainer.save_model(str(work / "model"))
     tokenizer.save_pretrained(str(work / "model"))
     write_jsonl(work / "last_samples.jsonl", total.last_samples)  # what the judge wrote in the last step, and its reward
+    if held_out is not None:
+        write_jsonl(work / "eval_samples.jsonl", held_out.samples)  # every evaluation's held-out verdicts
     trainer.state.save_to_json(str(work / "trainer_state.json"))
 
     from thinkj.online.curves import load_metrics, plot_curves
