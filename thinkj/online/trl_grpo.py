@@ -262,6 +262,11 @@ class GRPORun:
     # JSONL (written in both orders) or a parquet with both orders (`thinkj data verl-parquet --val-out`)
     eval_data: str | None = None
     eval_steps: int = 10
+    # CPU speed (thinkj.online.trl_speed; experiments/LOG.md "RL step cost on CPU"), the algorithm unchanged: the
+    # prompts' common prefix runs once per batch in generation and in the log-prob passes (reference, loss); bf16
+    # rollout weights only where the loss itself runs in bf16 autocast (bf16=True)
+    shared_prefix: bool = True
+    rollout_bf16: bool = True
 
 
 def held_out_rows(run: GRPORun) -> list[dict[str, Any]]:
@@ -397,7 +402,8 @@ def run_trl_grpo(run: GRPORun, force: bool = False) -> dict[str, Any]:
     check_model_source(model_path, what="--model")
     cpu = _use_cpu(run.device)
     described = asdict(run)
-    for key, default in (("twins", "off"), ("eval_data", None), ("eval_steps", 10)):
+    for key, default in (("twins", "off"), ("shared_prefix", True), ("rollout_bf16", True),
+                         ("eval_data", None), ("eval_steps", 10)):
         if described[key] == default:
             del described[key]  # so runs finished before the option existed are still recognised as done
     settings = {"run": json.loads(json.dumps(described, default=str)),
@@ -440,8 +446,12 @@ def run_trl_grpo(run: GRPORun, force: bool = False) -> dict[str, Any]:
                                                  dtype="float32" if cpu else "bfloat16")
     if not hasattr(model, "warnings_issued"):
         model.warnings_issued = {}  # TRL 0.24 writes to this dict, which transformers 5 models no longer carry
-    trainer = _trainer_class(run.twins)(model=model, reward_funcs=reward_funcs, args=config,
-                                        train_dataset=Dataset.from_list(rows), processing_class=tokenizer)
+    from thinkj.online.trl_speed import fast_rollout_trainer
+
+    trainer_class = fast_rollout_trainer(_trainer_class(run.twins), prefix_cache=cpu and run.shared_prefix,
+                                         bf16_weights=cpu and run.rollout_bf16 and bool(config.bf16))
+    trainer = trainer_class(model=model, reward_funcs=reward_funcs, args=config,
+                            train_dataset=Dataset.from_list(rows), processing_class=tokenizer)
     total.bind_trainer(trainer)  # pos/* diagnostics (and consistency with twins) in every step's log line
     held_out = None
     if eval_rows:

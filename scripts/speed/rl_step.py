@@ -1,0 +1,290 @@
+"""Cost of one GRPO step of the demo judge on CPU, TRL and verl, with today's ("before") and the faster ("after")
+settings: s/step, rollouts/s and where one step's time goes.
+
+    python scripts/speed/rl_step.py                                 # SmolLM2-135M-Instruct, both engines, 3 steps
+    python scripts/speed/rl_step.py --engines trl --steps 4 --generations 4 --prompts 2
+    python scripts/speed/rl_step.py --model tiny --steps 2          # the 0.4 M-parameter model: a quick check
+
+A benchmark, not a test: it trains on ``--prompts`` x ``--generations`` rollouts of the demo's facts pairs (judge
+template ``judge_strength_v2``, Think-J reward ``thinkj_qwen``, beta 0.001, the demo's 96-token completions) from a
+fresh folder per run. The first step is reported apart (warm-up: allocator, oneDNN kernels, vLLM's graph); the table
+averages the others. Breakdown of a step:
+
+* TRL: wall-clock timers around ``GRPOTrainer``'s own methods -- generation (``_generate_single_turn``), reward
+  (``_calculate_rewards``), reference log-probs (the no-grad ``_get_per_token_logps_and_entropies`` call on the
+  reference model), update (``training_step`` minus input preparation, plus the optimizer step: forward, backward,
+  AdamW); overhead is the rest of the step (tokenising, padding, advantages, logging).
+* verl: its own ``timing_s/*`` metrics from the file logger -- ``gen``, ``reward``, ``ref``, ``old_log_prob``,
+  ``update_actor``, ``update_weights`` (actor -> vLLM); overhead is ``timing_s/step`` minus those.
+
+Run it under the heavy-job lock on an otherwise idle machine; timings of concurrent jobs mean nothing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT))
+
+PARTS = ("gen", "update", "reward", "ref", "old_logp", "sync", "overhead")
+
+
+# ------------------------------------------------------------------------------------------------------------- data
+def write_data(folder: Path, rows: int) -> dict[str, Path]:
+    """The demo's facts pairs as a PreferencePair JSONL (TRL) and a verl parquet (verl), ties left out."""
+    from thinkj.export.verl import write_verl_parquet
+    from thinkj.records import write_jsonl
+    from thinkj.synthetic import fact_task
+
+    pairs = [p for p in fact_task.make_pairs(rows, seed=0) if p.label != "tie"]
+    folder.mkdir(parents=True, exist_ok=True)
+    write_jsonl(folder / "pairs.jsonl", [p.to_dict() for p in pairs])
+    write_verl_parquet(folder / "train.parquet", pairs)
+    return {"jsonl": folder / "pairs.jsonl", "parquet": folder / "train.parquet"}
+
+
+def model_path(name: str, folder: Path) -> str:
+    if name != "tiny":
+        from thinkj.models import resolve_model
+
+        return str(resolve_model(name))
+    from thinkj.models.tiny import build_tiny_model
+
+    out = folder / "tiny_model"
+    if not out.exists():
+        build_tiny_model(out)
+    return str(out)
+
+
+# -------------------------------------------------------------------------------------------------------------- TRL
+class _Clock:
+    """Seconds per part in the current step, filled by wrappers around GRPOTrainer's methods."""
+
+    def __init__(self) -> None:
+        self.parts: dict[str, float] = {}
+        self.steps: list[dict[str, float]] = []
+        self.step_start = 0.0
+        self.active: set[str] = set()
+
+    def add(self, part: str, seconds: float) -> None:
+        self.parts[part] = self.parts.get(part, 0.0) + seconds
+
+
+def _timed(clock: _Clock, method: Any, part: Any) -> Any:
+    """``method`` timed into ``part`` (a name, or a function of the call naming it); a call inside a timed call of
+    the same part (a subclass's override calling TRL's own) is counted once."""
+    def wrapper(self: Any, *args: Any, **kwargs: Any) -> Any:
+        name = part(self, args) if callable(part) else part
+        if not name or name in clock.active:
+            return method(self, *args, **kwargs)
+        clock.active.add(name)
+        start = time.perf_counter()
+        try:
+            return method(self, *args, **kwargs)
+        finally:
+            clock.active.discard(name)
+            clock.add(name, time.perf_counter() - start)
+    wrapper.__wrapped__ = method
+    return wrapper
+
+
+@contextlib.contextmanager
+def trl_clock() -> Any:
+    """Wrap GRPOTrainer's generation, reward, log-prob and training-step methods with timers for one run."""
+    import torch
+    from transformers import TrainerCallback
+
+    from thinkj.online import trl_speed
+    from thinkj.online.trl_compat import fix_trl_availability_flags
+
+    fix_trl_availability_flags()
+    from trl import GRPOTrainer
+
+    clock = _Clock()
+
+    class StepTimer(TrainerCallback):
+        def on_step_begin(self, args: Any, state: Any, control: Any, **kw: Any) -> None:
+            clock.parts, clock.step_start = {}, time.perf_counter()
+
+        def on_step_end(self, args: Any, state: Any, control: Any, **kw: Any) -> None:
+            clock.steps.append({**clock.parts, "step": time.perf_counter() - clock.step_start})
+
+    def logp_part(trainer: Any, args: tuple) -> str | None:
+        if torch.is_grad_enabled():
+            return None  # the loss's own forward: inside training_step, counted as update
+        return "ref" if args and args[0] is getattr(trainer, "ref_model", None) else "old_logp"
+
+    saved = {name: getattr(GRPOTrainer, name) for name in
+             ("__init__", "_generate_single_turn", "_calculate_rewards", "_get_per_token_logps_and_entropies",
+              "_prepare_inputs", "training_step")}
+
+    def init(self: Any, *args: Any, **kwargs: Any) -> None:
+        saved["__init__"](self, *args, **kwargs)
+        self.add_callback(StepTimer())
+
+    GRPOTrainer.__init__ = init
+    # the CPU speed subclass overrides two of the methods: time its versions too
+    saved_fast = trl_speed.fast_rollout_trainer
+
+    def fast_rollout_trainer(base: Any, **kwargs: Any) -> Any:
+        cls = saved_fast(base, **kwargs)
+        if cls is not base:
+            cls._generate_single_turn = _timed(clock, cls._generate_single_turn, "gen")
+            cls._get_per_token_logps_and_entropies = _timed(clock, cls._get_per_token_logps_and_entropies, logp_part)
+        return cls
+
+    trl_speed.fast_rollout_trainer = fast_rollout_trainer
+    GRPOTrainer._generate_single_turn = _timed(clock, saved["_generate_single_turn"], "gen")
+    GRPOTrainer._calculate_rewards = _timed(clock, saved["_calculate_rewards"], "reward")
+    GRPOTrainer._get_per_token_logps_and_entropies = _timed(clock, saved["_get_per_token_logps_and_entropies"],
+                                                            logp_part)
+    GRPOTrainer._prepare_inputs = _timed(clock, saved["_prepare_inputs"], "prepare")
+    GRPOTrainer.training_step = _timed(clock, saved["training_step"], "training_step")
+    try:
+        yield clock
+    finally:
+        for name, method in saved.items():
+            setattr(GRPOTrainer, name, method)
+        trl_speed.fast_rollout_trainer = saved_fast
+
+
+def trl_breakdown(raw: dict[str, float]) -> dict[str, float]:
+    """Seconds per part of one TRL step from the timers' raw sums."""
+    step = raw["step"]
+    prepare = raw.get("prepare", 0.0)
+    parts = {"gen": raw.get("gen", 0.0), "reward": raw.get("reward", 0.0), "ref": raw.get("ref", 0.0),
+             "old_logp": raw.get("old_logp", 0.0), "sync": 0.0}
+    parts["update"] = step - prepare  # forward + backward of the loss, the optimizer step
+    parts["overhead"] = step - sum(parts.values())
+    return {"step": step, **parts}
+
+
+def run_trl(setting: str, model: str, data: Path, out: Path, args: argparse.Namespace) -> list[dict[str, float]]:
+    from thinkj.online.trl_grpo import GRPORun, run_trl_grpo
+
+    setting_fields = dict(TRL_SETTINGS[setting])
+    extra = setting_fields.pop("extra")
+    with trl_clock() as clock:
+        run_trl_grpo(GRPORun(
+            model=model, data=str(data), out_dir=str(out), preset="thinkj_qwen", template="judge_strength_v2",
+            steps=args.steps, learning_rate=5e-6, beta=0.001, num_generations=args.generations,
+            prompts_per_step=args.prompts, max_completion_length=args.max_completion, save_steps=10_000,
+            seed=0, device="cpu", extra=extra, **setting_fields), force=True)
+    return [trl_breakdown(s) for s in clock.steps]
+
+
+# The demo's online stage (thinkj/demo/stages_online.py): bf16 autocast for the loss where the CPU has native bf16
+# (the demo's cpu_bf16), no gradient checkpointing. "before" is that with TRL's own rollouts; the middle settings
+# add one change each; "after" is GRPORun's defaults.
+DEMO_EXTRA = {"gradient_checkpointing": False, "bf16": True}
+TRL_SETTINGS: dict[str, dict[str, Any]] = {
+    "before": {"shared_prefix": False, "rollout_bf16": False, "extra": DEMO_EXTRA},
+    "prefix": {"shared_prefix": True, "rollout_bf16": False, "extra": DEMO_EXTRA},
+    "bf16_rollout": {"shared_prefix": False, "rollout_bf16": True, "extra": DEMO_EXTRA},
+    "fused_adamw": {"shared_prefix": False, "rollout_bf16": False,
+                    "extra": {**DEMO_EXTRA, "optim": "adamw_torch_fused"}},
+    "after": {"extra": DEMO_EXTRA},
+}
+
+
+# ------------------------------------------------------------------------------------------------------------- verl
+# verl's timers (ray_trainer.py's marked_timer names) -> the table's parts
+VERL_PARTS = {"gen": "gen", "update": "update_actor", "reward": "reward", "ref": "ref", "old_logp": "old_log_prob",
+              "sync": "update_weights"}
+# "before": the CPU settings of thinkj/online/verl_cpu.py (fp32 rollout, actor and reference); "after" adds its
+# opt-in BF16_OVERRIDES
+VERL_SETTINGS: dict[str, list[str]] = {"before": [], "after": ["BF16"]}
+
+
+def verl_breakdown(row: dict[str, Any]) -> dict[str, float]:
+    timing = {k.removeprefix("timing_s/"): float(v) for k, v in row.items() if k.startswith("timing_s/")}
+    parts = {part: timing.get(key, 0.0) for part, key in VERL_PARTS.items()}
+    parts["ref"] = parts["ref"] or timing.get("ref_log_prob", 0.0)
+    step = timing["step"]
+    parts["overhead"] = step - sum(parts.values())
+    return {"step": step, **parts}
+
+
+def run_verl(setting: str, model: str, data: Path, out: Path, args: argparse.Namespace) -> list[dict[str, float]]:
+    from thinkj.online import verl_cpu
+    from thinkj.online.verl_launch import VerlLaunch, run
+
+    overrides = [f"trainer.total_training_steps={args.steps}", "trainer.save_freq=-1",
+                 f"data.train_batch_size={args.prompts}", f"actor_rollout_ref.actor.ppo_mini_batch_size={args.prompts}",
+                 f"actor_rollout_ref.rollout.n={args.generations}", f"data.max_response_length={args.max_completion}",
+                 "actor_rollout_ref.actor.optim.lr=5e-6"]
+    for item in VERL_SETTINGS[setting]:
+        overrides += list(verl_cpu.BF16_OVERRIDES) if item == "BF16" else [item]
+    code = run(VerlLaunch(algo="grpo", model=model, train_files=str(data), out_dir=str(out), device="cpu",
+                          overrides=overrides))
+    if code != 0:
+        raise SystemExit(f"verl ({setting}) exited with {code}")
+    rows = [json.loads(line) for line in open(out / "logs" / "thinkj" / "thinkj_grpo.jsonl")]
+    return [verl_breakdown(r) for r in rows if "timing_s/step" in r]
+
+
+# ------------------------------------------------------------------------------------------------------------ table
+def summarise(steps: list[dict[str, float]], rollouts: int) -> dict[str, Any]:
+    timed = steps[1:] or steps  # the first step warms up
+    mean = {k: statistics.fmean(s.get(k, 0.0) for s in timed) for k in ("step", *PARTS)}
+    return {"first_step_s": round(steps[0]["step"], 2), "s_per_step": round(mean["step"], 2),
+            "rollouts_per_s": round(rollouts / mean["step"], 3),
+            "breakdown_s": {k: round(mean[k], 2) for k in PARTS}}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--engines", default="trl,verl", help="comma-separated: trl, verl")
+    ap.add_argument("--settings", default="before,after", help="comma-separated: before, after")
+    ap.add_argument("--model", default="smollm2", help="a catalog name, a model folder, or tiny")
+    ap.add_argument("--steps", type=int, default=3)
+    ap.add_argument("--generations", type=int, default=4, help="rollouts per prompt (the group)")
+    ap.add_argument("--prompts", type=int, default=2, help="prompts per step")
+    ap.add_argument("--max-completion", type=int, default=96)
+    ap.add_argument("--json", type=Path, help="also write the results here")
+    ap.add_argument("--keep", type=Path, help="run folders here instead of a temporary folder")
+    args = ap.parse_args()
+
+    with tempfile.TemporaryDirectory(prefix="rl_step_") as tmp:
+        work = args.keep or Path(tmp)
+        data = write_data(work / "data", 64)
+        model = model_path(args.model, work)
+        rollouts = args.generations * args.prompts
+        results = []
+        for engine in args.engines.split(","):
+            for setting in args.settings.split(","):
+                start = time.perf_counter()
+                if engine == "trl":
+                    steps = run_trl(setting, model, data["jsonl"], work / f"trl_{setting}", args)
+                elif engine == "verl":
+                    steps = run_verl(setting, model, data["parquet"], work / f"verl_{setting}", args)
+                else:
+                    raise SystemExit(f"--engines: unknown engine {engine!r}")
+                row = {"engine": engine, "setting": setting, "model": args.model, "rollouts_per_step": rollouts,
+                       "steps": len(steps), **summarise(steps, rollouts),
+                       "run_wall_s": round(time.perf_counter() - start, 1)}
+                results.append(row)
+                print(json.dumps(row), flush=True)
+    print(f"\n{'engine':6} {'setting':8} {'s/step':>7} {'rollouts/s':>10} {'first':>6}  "
+          + " ".join(f"{p:>8}" for p in PARTS))
+    for r in results:
+        b = r["breakdown_s"]
+        print(f"{r['engine']:6} {r['setting']:8} {r['s_per_step']:7.2f} {r['rollouts_per_s']:10.3f} "
+              f"{r['first_step_s']:6.1f}  " + " ".join(f"{b[p]:8.2f}" for p in PARTS))
+    if args.json:
+        args.json.write_text(json.dumps(results, indent=1))
+
+
+if __name__ == "__main__":
+    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    main()
