@@ -184,3 +184,21 @@ def test_curves_plot_the_held_out_panel_from_verl_and_trl_logs(tmp_path):
     assert list(held_out(trl)) == ["acc_original", "a_share"]
     assert plot_curves(trl, tmp_path / "trl.png").read_bytes()[:8] == PNG_MAGIC  # held-out series alone still plot
     assert held_out({"critic/score/mean": [(1, 1.0)]}) == {}
+
+
+def test_trl_held_out_rows_need_both_orders_and_a_whole_eval_step(tmp_path):
+    """Fails with held_out_rows reading the file without twins (tried once: the one-order parquet passed)."""
+    from thinkj.errors import ThinkJError
+    from thinkj.export.verl import write_verl_parquet
+    from thinkj.online.trl_grpo import GRPORun, held_out_rows
+    from thinkj.records import RecordError, write_jsonl
+
+    write_verl_parquet(tmp_path / "plain.parquet", _pairs(2, 2), split="val")  # one order only
+    run = GRPORun(model="m", data="d", out_dir="o", eval_data=str(tmp_path / "plain.parquet"))
+    with pytest.raises(RecordError, match=r"plain.parquet.*extra_info.twin"):
+        held_out_rows(run)
+    write_jsonl(tmp_path / "pairs.jsonl", _pairs(2, 2))  # a JSONL is written in both orders
+    rows = held_out_rows(GRPORun(model="m", data="d", out_dir="o", eval_data=str(tmp_path / "pairs.jsonl")))
+    assert [r["order"] for r in rows] == [0, 1] * 4 and all(order_name(r)[1] for r in rows)
+    with pytest.raises(ThinkJError, match="--eval-steps"):
+        held_out_rows(GRPORun(model="m", data="d", out_dir="o", eval_data=str(tmp_path / "pairs.jsonl"), eval_steps=0))
