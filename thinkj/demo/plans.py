@@ -167,6 +167,10 @@ PLANS.add("tiny", DemoPlan(model="tiny", profile="tiny", task="fruit"))
 # seeds 0-2: init 76.7 / 73.3 / 65.0, offline and online within 6.7 points of init, 663-692 s of stage time. With the
 # critic-guided pairs drawn from training pairs outside the seed set (f422c62; before, 11 of 16 were seed-set items):
 # offline 78.3 / 75.0 / 70.0, above init on every seed but within noise; 648-674 s of stage time.
+# The online stage's GRPO step (2 prompts x 4 rollouts of <= 96 tokens) got cheaper without a plan change: TRL now
+# runs the prompts' shared prefix once (generation, reference and loss) and samples from bf16 weights where the loss
+# is bf16 autocast (GRPORun.shared_prefix / rollout_bf16): 39.3 -> 23.9 s per step of base SmolLM2, generation then
+# 15 of the 24 s (scripts/speed/rl_step.py; experiments/LOG.md "RL step cost on CPU").
 PLANS.add("smollm2", DemoPlan(
     model="smollm2", profile="smollm2-135m-instruct", task="facts",
     train_pairs=256, test_pairs=30, base_preview=0,
