@@ -17,7 +17,10 @@ averages the others. Breakdown of a step:
 * verl: its own ``timing_s/*`` metrics from the file logger -- ``gen``, ``reward``, ``ref``, ``old_log_prob``,
   ``update_actor``, ``update_weights`` (actor -> vLLM); overhead is ``timing_s/step`` minus those.
 
-Run it under the heavy-job lock on an otherwise idle machine; timings of concurrent jobs mean nothing.
+``--settings`` picks from ``before``, ``after`` and the single changes between them (TRL: ``prefix``,
+``bf16_rollout``, ``fused_adamw``; verl: ``bf16``, ``fit``), defined in TRL_SETTINGS and VERL_SETTINGS below.
+Results of 2026-11-26: experiments/LOG.md, "RL step cost on CPU". Run it under the heavy-job lock on an otherwise
+idle machine; timings of concurrent jobs mean nothing.
 """
 
 from __future__ import annotations
@@ -203,7 +206,22 @@ VERL_PARTS = {"gen": "gen", "update": "update_actor", "reward": "reward", "ref":
               "sync": "update_weights"}
 # "before": the CPU settings of thinkj/online/verl_cpu.py (fp32 rollout, actor and reference); "after" adds its
 # opt-in BF16_OVERRIDES
-VERL_SETTINGS: dict[str, list[str]] = {"before": [], "after": ["BF16"]}
+# opt-in BF16_OVERRIDES, and data.max_prompt_length fitted to the data ("FIT"): verl pads every prompt to that length
+# and, without remove-padding (a FlashAttention path, CUDA only), runs the padding through the actor and reference
+VERL_SETTINGS: dict[str, list[str]] = {"before": [], "bf16": ["BF16"], "fit": ["FIT"], "after": ["BF16", "FIT"]}
+
+
+def fitted_prompt_length(model: str, data: Path, multiple: int = 16) -> int:
+    """The longest chat-templated prompt of ``data`` in tokens, rounded up to ``multiple``."""
+    from transformers import AutoTokenizer
+
+    from thinkj.records import read_parquet
+
+    tokenizer = AutoTokenizer.from_pretrained(model)
+    longest = max(len(tokenizer.apply_chat_template(list(r["prompt"]), add_generation_prompt=True, tokenize=True,
+                                                    return_dict=False))
+                  for r in read_parquet(data, ["prompt"]))
+    return -(-longest // multiple) * multiple
 
 
 def verl_breakdown(row: dict[str, Any]) -> dict[str, float]:
@@ -224,17 +242,29 @@ def run_verl(setting: str, model: str, data: Path, out: Path, args: argparse.Nam
                  f"actor_rollout_ref.rollout.n={args.generations}", f"data.max_response_length={args.max_completion}",
                  "actor_rollout_ref.actor.optim.lr=5e-6"]
     for item in VERL_SETTINGS[setting]:
-        overrides += list(verl_cpu.BF16_OVERRIDES) if item == "BF16" else [item]
+        if item == "BF16":
+            overrides += list(verl_cpu.BF16_OVERRIDES)
+        elif item == "FIT":
+            overrides.append(f"data.max_prompt_length={fitted_prompt_length(model, data)}")
+        else:
+            overrides.append(item)
     code = run(VerlLaunch(algo="grpo", model=model, train_files=str(data), out_dir=str(out), device="cpu",
                           overrides=overrides))
     if code != 0:
         raise SystemExit(f"verl ({setting}) exited with {code}")
-    rows = [json.loads(line) for line in open(out / "logs" / "thinkj" / "thinkj_grpo.jsonl")]
+    return verl_steps(out)
+
+
+def verl_steps(out: Path) -> list[dict[str, float]]:
+    """One breakdown per step from verl's file logger (rows ``{"step": n, "data": {metric: value}}``)."""
+    rows = [json.loads(line).get("data", {}) for line in open(out / "logs" / "thinkj" / "thinkj_grpo.jsonl")]
     return [verl_breakdown(r) for r in rows if "timing_s/step" in r]
 
 
 # ------------------------------------------------------------------------------------------------------------ table
 def summarise(steps: list[dict[str, float]], rollouts: int) -> dict[str, Any]:
+    if not steps:
+        raise SystemExit("no step was timed: the engine logged no step (see its log above)")
     timed = steps[1:] or steps  # the first step warms up
     mean = {k: statistics.fmean(s.get(k, 0.0) for s in timed) for k in ("step", *PARTS)}
     return {"first_step_s": round(steps[0]["step"], 2), "s_per_step": round(mean["step"], 2),

@@ -66,6 +66,18 @@ CPU_OVERRIDES = (
     "actor_rollout_ref.rollout.agent.num_workers=1",
     "reward.num_workers=1",
 )
+# Faster CPU steps, opt-in (pass them as overrides; they are "++" so that they replace the fp32 settings above):
+# bf16 compute for vLLM's rollout and the actor's / reference's forward and backward (FSDP mixed precision keeps
+# fp32 master weights and gradient reduction), worth it only where the CPU has native bf16 (cpu_has_bf16). Not the
+# default because the CPU run exists to check the weight sync, and its check (rollout vs actor log-probs differ by
+# float noise only, tests/test_verl_cpu_train.py) needs both sides in fp32. The measured effect is in
+# experiments/LOG.md, "RL step cost on CPU" (scripts/speed/rl_step.py), with the other half of that gain:
+# data.max_prompt_length fitted to the data's longest prompt (verl pads every prompt to it and computes on the padding).
+BF16_OVERRIDES = (
+    "actor_rollout_ref.rollout.dtype=bfloat16",
+    "++actor_rollout_ref.actor.fsdp_config.mixed_precision.param_dtype=bf16",
+    "++actor_rollout_ref.ref.fsdp_config.mixed_precision.param_dtype=bf16",
+)
 CRITIC_OVERRIDES = (
     "critic.strategy=fsdp2",
     "critic.ppo_micro_batch_size_per_gpu=2",
