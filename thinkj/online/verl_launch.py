@@ -165,17 +165,18 @@ def validation_plan(spec: VerlLaunch) -> list[str]:
 
     verl needs ``data.val_files`` either way (it builds the dataset at start); given no ``--val-data`` it gets the
     training parquet and validation is switched off, since a curve on the data being trained on measures
-    memorisation, not the judge (a held-out parquet: ``thinkj data verl-parquet HELDOUT.jsonl val.parquet --split
-    val``). ``--val-data`` naming the training file itself, or overrides that switch validation back on without a
-    held-out file, are refused unless ``allow_val_on_train``.
+    memorisation, not the judge (a held-out parquet in both orders, split off the RL pairs: ``thinkj data verl-parquet
+    PAIRS.jsonl train.parquet --val-out val.parquet``; docs/online_learning.md "Held-out validation"). ``--val-data``
+    naming the training file itself, or overrides that switch validation back on without a held-out file, are
+    refused unless ``allow_val_on_train``.
     """
     same = spec.val_files is None or _same_file(spec.val_files, spec.train_files)
     if not same or spec.allow_val_on_train:
         return []
     if spec.val_files is not None:
         raise LaunchError(f"--val-data {spec.val_files} is the training data (--data): the validation curve would be "
-                          "training-set accuracy; pass a held-out parquet (thinkj data verl-parquet HELDOUT.jsonl "
-                          "val.parquet --split val), or --allow-val-on-train to validate on it anyway")
+                          "training-set accuracy; pass a held-out parquet (thinkj data verl-parquet PAIRS.jsonl "
+                          "train.parquet --val-out val.parquet), or --allow-val-on-train to validate on it anyway")
     for override in spec.overrides:
         key, _, value = override.lstrip("+~").partition("=")
         if key in VALIDATION_KEYS and value.strip().lower() not in ("-1", "0", "false"):
