@@ -17,6 +17,7 @@ import torch
 from thinkj.online.verl_launch import CONFIG_DIR, LaunchError, VerlLaunch, build_command, check_override
 from thinkj.prompts import judge_output
 from thinkj.rewards.verl import compute_score
+from thinkj.rewards.weights import RewardWeightError
 from thinkj.synthetic.fruit_task import make_pairs
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -181,7 +182,7 @@ def test_launcher_command_is_accepted_by_verls_entry_point(tiny_model_dir, tmp_p
     assert cfg.algorithm.adv_estimator == "reinforce_plus_plus" and cfg.trainer.total_epochs == 2
     assert cfg.reward.custom_reward_function.path == "pkg://thinkj.rewards.verl"
     assert dict(cfg.reward.custom_reward_function.reward_kwargs) == {"preset": "thinkj_llama", "w_str": 0.2}
-    with pytest.raises(LaunchError, match="no weight"):
+    with pytest.raises(RewardWeightError, match="no weight"):  # the one weight rule (thinkj.rewards.weights)
         build_command(VerlLaunch(algo="grpo", model="m", train_files="t", weights={"w_margin": 1.0}))
     with pytest.raises(LaunchError, match="unknown algorithm"):
         build_command(VerlLaunch(algo="dpo", model="m", train_files="t"))
