@@ -183,7 +183,9 @@ def run_trl(setting: str, model: str, data: Path, out: Path, args: argparse.Name
             steps=args.steps, learning_rate=5e-6, beta=0.001, num_generations=args.generations,
             prompts_per_step=args.prompts, max_completion_length=args.max_completion, save_steps=10_000,
             seed=0, device="cpu", extra=extra, **setting_fields), force=True)
-    return [trl_breakdown(s) for s in clock.steps]
+    state = json.loads((out / "trainer_state.json").read_text())
+    lengths = [h["completions/mean_length"] for h in state["log_history"] if "completions/mean_length" in h]
+    return [{**trl_breakdown(s), "completion_tokens": n} for s, n in zip(clock.steps, lengths)]
 
 
 # The demo's online stage (thinkj/demo/stages_online.py): bf16 autocast for the loss where the CPU has native bf16
@@ -258,7 +260,8 @@ def run_verl(setting: str, model: str, data: Path, out: Path, args: argparse.Nam
 def verl_steps(out: Path) -> list[dict[str, float]]:
     """One breakdown per step from verl's file logger (rows ``{"step": n, "data": {metric: value}}``)."""
     rows = [json.loads(line).get("data", {}) for line in open(out / "logs" / "thinkj" / "thinkj_grpo.jsonl")]
-    return [verl_breakdown(r) for r in rows if "timing_s/step" in r]
+    return [{**verl_breakdown(r), "completion_tokens": r.get("response_length/mean", 0.0)} for r in rows
+            if "timing_s/step" in r]
 
 
 # ------------------------------------------------------------------------------------------------------------ table
@@ -267,7 +270,10 @@ def summarise(steps: list[dict[str, float]], rollouts: int) -> dict[str, Any]:
         raise SystemExit("no step was timed: the engine logged no step (see its log above)")
     timed = steps[1:] or steps  # the first step warms up
     mean = {k: statistics.fmean(s.get(k, 0.0) for s in timed) for k in ("step", *PARTS)}
+    # generation time grows with the completions' length, which sampling decides: report it beside the time
+    tokens = statistics.fmean(s.get("completion_tokens", 0.0) for s in timed)
     return {"first_step_s": round(steps[0]["step"], 2), "s_per_step": round(mean["step"], 2),
+            "completion_tokens_mean": round(tokens, 1),
             "rollouts_per_s": round(rollouts / mean["step"], 3),
             "breakdown_s": {k: round(mean[k], 2) for k in PARTS}}
 

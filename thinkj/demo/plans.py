@@ -169,8 +169,8 @@ PLANS.add("tiny", DemoPlan(model="tiny", profile="tiny", task="fruit"))
 # offline 78.3 / 75.0 / 70.0, above init on every seed but within noise; 648-674 s of stage time.
 # The online stage's GRPO step (2 prompts x 4 rollouts of <= 96 tokens) got cheaper without a plan change: TRL now
 # runs the prompts' shared prefix once (generation, reference and loss) and samples from bf16 weights where the loss
-# is bf16 autocast (GRPORun.shared_prefix / rollout_bf16): 39.3 -> 23.9 s per step of base SmolLM2, generation then
-# 15 of the 24 s (scripts/speed/rl_step.py; experiments/LOG.md "RL step cost on CPU").
+# is bf16 autocast (GRPORun.shared_prefix / rollout_bf16): 39.3 -> 17.6 s per step of base SmolLM2, generation then
+# 10 of the 18 s (scripts/speed/rl_step.py; experiments/LOG.md "RL step cost on CPU").
 PLANS.add("smollm2", DemoPlan(
     model="smollm2", profile="smollm2-135m-instruct", task="facts",
     train_pairs=256, test_pairs=30, base_preview=0,

@@ -97,7 +97,10 @@ def fast_rollout_trainer(base: Any, *, prefix_cache: bool, bf16_weights: bool) -
             if not bf16_weights:
                 return policy
             if getattr(self, "_bf16_rollout", None) is None:
-                self._bf16_rollout = AutoModelForCausalLM.from_config(policy.config, dtype=torch.bfloat16).eval()
+                # eager attention: decoding one token against a masked cache, sdpa's CPU kernel took 1.6 ms a layer
+                # in bf16, and a step 105 instead of 89 ms (8 rows, SmolLM2); the same attention up to rounding
+                self._bf16_rollout = AutoModelForCausalLM.from_config(policy.config, dtype=torch.bfloat16,
+                                                                      attn_implementation="eager").eval()
                 self._bf16_rollout.generation_config = policy.generation_config
                 self._bf16_rollout_step = None
             if self._bf16_rollout_step != self.state.global_step:
