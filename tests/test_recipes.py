@@ -154,3 +154,117 @@ def test_set_needs_key_equals_value():
     for item in ("w_str", "=0.5"):
         with pytest.raises(ThinkJError, match="expected key=value"):
             parse_set([item])
+
+
+# --- the CPU recipes: what reproduce_cpu.sh did around the pipeline is now the run's own (thinkj/pipeline_prep.py) ---
+
+def _old_cpu_env(model: str, run_dir: Path, shared: str = "") -> tuple[dict[str, str], list[str]]:
+    """What the old reproduce_cpu.sh exported (and the recipe's preparation settings switched off): the plan the
+    recipe must still make, apart from its model and task stages."""
+    task = run_dir / "task"
+    data = f"synthetic={task}/test.jsonl" + (f" autoj={shared}/auto-j/testdata_pairwise.jsonl "
+                                             f"rmbench={shared}/rm-bench" if shared else "")
+    env = dict(SOURCE_LOCATION=f"{task}/train.jsonl", BENCHMARKS="synthetic" + (" autoj rmbench" if shared else ""),
+               BENCHMARK_DATA=data, TEACHER_URL="http://127.0.0.1:PORT/v1")
+    if model == "tiny":  # the old script wrote this profile before the pipeline ran
+        (run_dir / "model").mkdir(parents=True, exist_ok=True)
+        (run_dir / "model" / "tiny.yaml").write_text(
+            f"model_name_or_path: {(run_dir / 'model').resolve()}\ntemplate: qwen\nmax_new_tokens: 96\n")
+        env["MODEL_PROFILE"] = str(run_dir / "model" / "tiny.yaml")
+    return env, ["--set", "synthetic_task=", "--set", "build_model="]
+
+
+def _stages(out: str) -> list[str]:
+    return [line.split()[2] for line in out.splitlines() if line.startswith("# stage ")]
+
+
+@pytest.mark.parametrize("model,shared", [("smollm2", ""), ("tiny", ""), ("smollm2", "/shared/data")])
+def test_reproduce_cpu_is_its_recipe_plus_the_model_and_task_stages(model, shared, tmp_path):
+    """``DRY_RUN=1 bash scripts/reproduce_cpu.sh`` == ``thinkj run configs/recipes/X-cpu.yaml --dry-run`` == the plan
+    the old script made (its exported task paths, profile and teacher URL) with the model and task stages in front.
+    Broken on purpose: without pipeline_prep.derive_defaults in run_settings.resolve, the recipe was refused (synthetic
+    with no BENCHMARK_DATA)."""
+    run_dir = tmp_path / "run"
+    extra = {"SHARED_DATA": shared} if shared else {}
+    recipe = f"configs/recipes/{model}-cpu.yaml"
+    script = _out(["bash", "scripts/reproduce_cpu.sh"], _env(run_dir, DRY_RUN="1", CPU_MODEL=model, **extra))
+    ran = _out([THINKJ, "run", recipe, "--dry-run"], _env(run_dir, **extra))
+    assert script == ran
+    prepared = ["model", "task"] if model == "tiny" else ["task"]
+    assert _stages(ran)[:len(prepared)] == prepared and "load" not in _stages(ran)[:len(prepared)]
+    env, sets = _old_cpu_env(model, run_dir, shared)
+    old = _out([THINKJ, "run", recipe, "--dry-run", *sets], _env(run_dir, **env))
+    prep_lines = 2 * len(prepared)  # "# stage x" and its command
+    assert ran.splitlines()[prep_lines:] == old.splitlines()
+    assert f"thinkj data task {'fruit' if model == 'tiny' else 'facts'} {run_dir}/task --train 64" in ran
+
+
+def test_cpu_settings_fill_in_only_what_is_not_given(tmp_path):
+    """The preparation settings' defaults (pipeline_prep.derive_defaults) yield to a value given anywhere, except
+    that SHARED_DATA extends a recipe's BENCHMARKS (not one from the environment or --set)."""
+    tiny = ROOT / "configs" / "recipes" / "tiny-cpu.yaml"
+    values = resolve(tiny, env={}).values
+    assert (values["RUN_DIR"], values["MODEL_PROFILE"]) == ("runs/cpu/tiny", "runs/cpu/tiny/model/tiny.yaml")
+    assert values["SOURCE_LOCATION"] == "runs/cpu/tiny/task/train.jsonl"
+    assert values["BENCHMARK_DATA"] == "synthetic=runs/cpu/tiny/task/test.jsonl"
+    assert resolve(tiny, env={"SEED": "2"}).values["RUN_DIR"] == "runs/cpu/tiny_seed2"  # as the old script's
+    assert resolve(tiny, env={"RUN_DIR": "x", "SEED": "2"}).values["MODEL_PROFILE"] == "x/model/tiny.yaml"
+    given = resolve(tiny, env={"MODEL_PROFILE": "smollm2-135m-instruct", "SOURCE_LOCATION": "s.jsonl"}).values
+    assert (given["MODEL_PROFILE"], given["SOURCE_LOCATION"]) == ("smollm2-135m-instruct", "s.jsonl")
+    shared = resolve(tiny, env={"SHARED_DATA": "/d"}).values
+    assert shared["BENCHMARKS"] == "synthetic autoj rmbench"
+    assert shared["BENCHMARK_DATA"] == ("synthetic=runs/cpu/tiny/task/test.jsonl autoj=/d/auto-j/testdata_pairwise.jsonl"
+                                        " rmbench=/d/rm-bench")
+    only = resolve(tiny, env={"SHARED_DATA": "/d", "BENCHMARKS": "synthetic", "BENCHMARK_DATA": "synthetic=t.jsonl"})
+    assert (only.values["BENCHMARKS"], only.values["BENCHMARK_DATA"]) == ("synthetic", "synthetic=t.jsonl")
+    assert resolve(None, env={"BUILD_MODEL": "tiny"}).values["RUN_DIR"] == "runs/tiny"
+
+
+def test_a_real_run_validates_what_its_stages_will_create(tmp_path):
+    """Not a dry run, a fresh run folder: the tiny profile and the task's held-out pairs do not exist yet, and the
+    settings are valid (the model and task stages write them). Broken on purpose: with the planned-file exception
+    removed from pipeline_checks.benchmark_data, 'BENCHMARK_DATA: synthetic=...: no such file' failed this."""
+    from thinkj.pipeline import plan, validate
+
+    values = resolve(ROOT / "configs" / "recipes" / "tiny-cpu.yaml", env={"RUN_DIR": str(tmp_path / "run")}).values
+    validate(values)
+    stages = {stage.name: stage for stage in plan(values)}
+    test_pairs = tmp_path / "run" / "task" / "test.jsonl"
+    # the not-yet-written held-out pairs are inputs of decontamination and evaluation: their content enters the records
+    assert stages["decontaminate"].inputs["benchmark_synthetic"] == test_pairs
+    assert stages["eval_synthetic"].inputs["data"] == test_pairs
+    assert stages["difficulty"].argv[stages["difficulty"].argv.index("--model") + 1] == str((tmp_path / "run" /
+                                                                                              "model").resolve())
+
+
+@pytest.mark.parametrize("sets,says", [
+    (["synthetic_task=apples"], "SYNTHETIC_TASK='apples': must be one of fruit, facts, constraints"),
+    (["build_model=huge"], "BUILD_MODEL='huge': must be one of tiny"),
+    (["synthetic_task=", "benchmarks=autoj"], "TEACHER_URL='scripted': the scripted teacher knows only a generated"),
+    (["task_train=0"], "TASK_TRAIN='0': must be a whole number >= 1"),
+])
+def test_bad_preparation_settings_fail_in_one_line(sets, says, tmp_path):
+    line = _refused([THINKJ, "run", "configs/recipes/tiny-cpu.yaml", "--dry-run",
+                     *[x for item in sets for x in ("--set", item)]], tmp_path)
+    assert says in line, line
+
+
+def test_the_scripted_teacher_serves_only_while_needed_and_stops():
+    """``TEACHER_URL=scripted``: a real HTTP server on a free loopback port inside the block, gone after it (also when
+    the block raises); no server at all when the traces are done or the run is dry."""
+    import urllib.error
+    import urllib.request
+
+    from thinkj.pipeline_prep import SCRIPTED_PLACEHOLDER, scripted_teacher
+
+    s = resolve(ROOT / "configs" / "recipes" / "tiny-cpu.yaml", env={}).values
+    with scripted_teacher(s, needed=False, out=sys.stderr) as served:
+        assert served["TEACHER_URL"] == SCRIPTED_PLACEHOLDER
+    with pytest.raises(RuntimeError, match="stage failed"), scripted_teacher(s, needed=True, out=sys.stderr) as served:
+        url = served["TEACHER_URL"]
+        assert url.startswith("http://127.0.0.1:") and ":PORT" not in url
+        models = urllib.request.urlopen(f"{url}/models", timeout=10).read().decode()
+        assert "r1-scripted" in models
+        raise RuntimeError("stage failed")
+    with pytest.raises(urllib.error.URLError):
+        urllib.request.urlopen(f"{url}/models", timeout=5)

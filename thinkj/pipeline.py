@@ -8,8 +8,9 @@
     SEED=1 bash scripts/reproduce_qwen2.5-7b.sh                    # another seed, in runs/<profile>_seed1
     python -m thinkj.pipeline --print-env                          # the settings and their defaults
 
-Stages (paper §3): load -> difficulty -> dedup -> decontaminate (ours: no pair holding an item of BENCHMARKS) ->
-traces -> clip -> seed-set (data selection, LIMJ707) ->
+Stages (paper §3), after what a run may prepare for itself (:mod:`thinkj.pipeline_prep`: a model built in the run
+folder, a generated task; the CPU recipes): load -> difficulty -> dedup -> decontaminate (ours: no pair holding an
+item of BENCHMARKS) -> traces -> clip -> seed-set (data selection, LIMJ707) ->
 judge SFT (+ critic SFT for offline) -> offline critic-guided DPO or online RL (verl) -> evaluation on
 each benchmark -> tables.
 
@@ -49,7 +50,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from thinkj import stage_runner
+from thinkj import pipeline_prep, stage_runner
 from thinkj.errors import ThinkJError, exit_on_user_error
 from thinkj.folder_swap import promote
 from thinkj.models.profiles import CONFIGS, profile_budget, profile_hub_id, profile_path
@@ -73,6 +74,8 @@ from thinkj.stage_runner import fingerprints
 # TP, NNODES, GPUS_PER_NODE, DEVICE, TEACHER_KEY_ENV, RUN_DIR and DRY_RUN change how a stage runs, not its result.
 # SEED enters at difficulty, the first seeded stage; every later stage depends on it through that one.
 STAGE_SETTINGS: dict[str, tuple[str, ...]] = {
+    "model": ("BUILD_MODEL",),  # the stages a run prepares for itself (thinkj.pipeline_prep), each when asked for
+    "task": ("SYNTHETIC_TASK", "TASK_TRAIN", "TASK_TEST", "TASK_SEED"),
     "load": ("TRAIN_SOURCE", "SOURCE_LOCATION", "SOURCE_LIMIT"),
     "difficulty": ("MODEL_PROFILE", "JUDGE_BACKEND", "SEED", "DIFFICULTY_MAX_NEW_TOKENS"),
     "dedup": ("DEDUP_MODEL", "DEDUP_THRESHOLD"),
@@ -142,7 +145,9 @@ def validate(s: dict[str, str]) -> None:
     from thinkj.tables.layouts import PAPER_ONLY, SPECS
 
     _one_of("DRY_RUN", s["DRY_RUN"], ("0", "1"))
-    profile_hub_id(s["MODEL_PROFILE"], fetched=s["DRY_RUN"] != "1")
+    pipeline_prep.check(s)
+    if not pipeline_prep.built_profile(s):  # a profile the model stage writes is checked by that stage
+        profile_hub_id(s["MODEL_PROFILE"], fetched=s["DRY_RUN"] != "1")
     _one_of("TRAIN_SOURCE", s["TRAIN_SOURCE"], SOURCES)
     _one_of("JUDGE_BACKEND", s["JUDGE_BACKEND"], ("vllm", "hf"))
     _one_of("LEARNING", s["LEARNING"], ("online", "offline"))
@@ -258,15 +263,19 @@ _LOOPBACK_PORT = re.compile(r"^(https?://(?:127\.0\.0\.1|localhost|\[::1\])):[^/
 def plan(s: dict[str, str]) -> list[Stage]:
     """The ordered stages for one model and one learning mode."""
     _one_of("LEARNING", s["LEARNING"], ("online", "offline"))
+    if s["TEACHER_URL"] == pipeline_prep.SCRIPTED:  # run_pipeline gives the served teacher's address
+        s = {**s, "TEACHER_URL": pipeline_prep.SCRIPTED_PLACEHOLDER}
     run, py = Path(s["RUN_DIR"]), "python"
     data, train = run / "data", run / "train"
     source, hard, kept = data / "source.jsonl", data / "difficulty" / "kept.jsonl", data / "dedup" / "kept.jsonl"
     traces, clipped, seed = data / "traces" / "traces.jsonl", data / "clip" / "clipped.jsonl", data / "seed_set"
     clean = data / "decontaminate" / "kept.jsonl"
     against = decontaminate_against(s, clean.parent / "decontaminate.done.json")
-    hub = profile_hub_id(s["MODEL_PROFILE"], fetched=s["DRY_RUN"] != "1")
-    profile = profile_path(s["MODEL_PROFILE"])
-    budget = s["DIFFICULTY_MAX_NEW_TOKENS"] or str(profile_budget(s["MODEL_PROFILE"]))
+    built = pipeline_prep.built_profile(s)  # the model stage's profile: what it will hold
+    hub = built["model_name_or_path"] if built else profile_hub_id(s["MODEL_PROFILE"], fetched=s["DRY_RUN"] != "1")
+    profile = Path(s["MODEL_PROFILE"]) if built else profile_path(s["MODEL_PROFILE"])
+    budget = s["DIFFICULTY_MAX_NEW_TOKENS"] or str(built["max_new_tokens"] if built else profile_budget(s["MODEL_PROFILE"]))
+    planned = pipeline_prep.planned_files(s)  # inputs even before they exist: their content enters the records
     lf_config = CONFIGS / "llamafactory"
     tp = ["--tp", s["TP"]] if s["JUDGE_BACKEND"] == "vllm" else []
     # the inference stages use every GPU of the node: GPUS_PER_NODE / TP workers (thinkj.inference.data_parallel)
@@ -281,6 +290,7 @@ def plan(s: dict[str, str]) -> list[Stage]:
     sft_over, dpo_over = _split("SFT_OVERRIDES", s["SFT_OVERRIDES"]), _split("DPO_OVERRIDES", s["DPO_OVERRIDES"])
     bench_data = benchmark_data(s)
     stages = [
+        *pipeline_prep.stages(s),
         Stage("load", [py, "-m", "data_prep.load_source", s["TRAIN_SOURCE"], "--out", str(source),
                        *_opt("--location", s["SOURCE_LOCATION"]), *_opt("--limit", s["SOURCE_LIMIT"])], source,
               inputs=local_source),
@@ -294,7 +304,7 @@ def plan(s: dict[str, str]) -> list[Stage]:
                                 *[x for item in against for x in ("--against", item)], "--encoder",
                                 s["DECONTAM_ENCODER"] or s["DEDUP_MODEL"], "--threshold", s["DECONTAM_THRESHOLD"],
                                 *(["--report-only"] if s["DECONTAMINATE"] == "report" else [])],
-              clean, inputs={"pairs": kept, **benchmark_inputs(against)}),
+              clean, inputs={"pairs": kept, **benchmark_inputs(against, planned)}),
         Stage("traces", ["thinkj", "data", "traces", str(clean), str(traces), "--model", s["TEACHER_MODEL"],
                          "--base-url", s["TEACHER_URL"], "--api-key-env", s["TEACHER_KEY_ENV"]], traces,
               inputs={"pairs": clean}),
@@ -363,8 +373,8 @@ def plan(s: dict[str, str]) -> list[Stage]:
                                                 if s["JUDGE_BACKEND"] == "vllm" else []),
                                               *(dp if get_benchmark(bench).run is None else [])],  # own runner: 1
                             evals / bench / f"{bench}.results.json",
-                            inputs={"model": final, **({"data": Path(bench_data[bench])} if bench in bench_data
-                                                       and Path(bench_data[bench]).exists() else {})}))
+                            inputs={"model": final, **({"data": Path(bench_data[bench])} if bench in bench_data and (
+                                Path(bench_data[bench]).exists() or Path(bench_data[bench]) in planned) else {})}))
     tables = run / "tables"
     stages.append(Stage("tables", ["thinkj", "tables", *s["TABLES"].split(), "--results", str(run / "eval"),
                                    "--out", str(tables)], tables / f"table{s['TABLES'].split()[-1]}.md"))
@@ -467,7 +477,18 @@ def is_done(stage: Stage) -> bool:
 def run_pipeline(s: dict[str, str], out=sys.stdout) -> list[str]:
     """Run (or with DRY_RUN=1 print) the stages in order; returns the names of the stages that ran. The loop,
     the records and the logs are :mod:`thinkj.stage_runner`'s, shared with the demo."""
+    dry = s.get("DRY_RUN") == "1"
+    if not dry:  # before validate, which reads the fetched folder
+        pipeline_prep.check(s)
+        pipeline_prep.fetch_catalog_model(s, out)
     validate(s)
+    stages = plan(s)
+    teacher_needed = not dry and not all(is_done(st) for st in stages if st.name == "traces")
+    with pipeline_prep.scripted_teacher(s, teacher_needed, out) as served:  # stopped however the run ends
+        return _run_stages(served, out)
+
+
+def _run_stages(s: dict[str, str], out) -> list[str]:
     dry = s["DRY_RUN"] == "1"
     stages = plan(s)
     key = s["TEACHER_KEY_ENV"]
@@ -503,6 +524,8 @@ def main(argv: list[str] | None = None) -> None:
     argv = sys.argv[1:] if argv is None else argv
     if argv[:1] == ["merge-verl"] and len(argv) == 3:
         merge_verl(Path(argv[1]), Path(argv[2]))
+    elif argv[:1] == ["build-model"] and len(argv) == 3:
+        pipeline_prep.build_model(argv[1], Path(argv[2]))
     elif argv == ["--print-env"]:
         for name, value in settings().items():
             print(f"{name}={value}    # {DEFAULTS[name][1]}")
@@ -511,7 +534,7 @@ def main(argv: list[str] | None = None) -> None:
     elif not argv:
         run_pipeline(settings())
     else:
-        sys.exit("usage: python -m thinkj.pipeline [--print-env | merge-verl CHECKPOINTS OUT]")
+        sys.exit("usage: python -m thinkj.pipeline [--print-env | merge-verl CHECKPOINTS OUT | build-model NAME DIR]")
 
 
 if __name__ == "__main__":

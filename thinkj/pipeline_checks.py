@@ -10,6 +10,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from thinkj.errors import ThinkJError
+from thinkj.pipeline_prep import planned_files
 
 
 def _split(name: str, value: str) -> list[str]:
@@ -55,7 +56,8 @@ def benchmark_data(s: Mapping[str, str]) -> dict[str, str]:
         if bench in out:
             raise ThinkJError(f"BENCHMARK_DATA: {bench!r} is given twice")
         local = bench == "synthetic" or "/" in where  # a hub name has one slash too: only a real run can tell
-        if s["DRY_RUN"] != "1" and local and "://" not in where and not Path(where).exists():
+        if s["DRY_RUN"] != "1" and local and "://" not in where and not Path(where).exists() \
+                and Path(where) not in planned_files(s):  # a planned stage writes it (the generated task's pairs)
             raise ThinkJError(f"BENCHMARK_DATA: {bench}={where}: no such file or folder")
         out[bench] = where
     return out
@@ -74,11 +76,12 @@ def decontaminate_against(s: Mapping[str, str], record: Path) -> list[str]:
     return done if done and set(now) <= set(done) else now
 
 
-def benchmark_inputs(items: list[str]) -> dict[str, Path]:
+def benchmark_inputs(items: list[str], planned: set[Path] = frozenset()) -> dict[str, Path]:
     """The local benchmark data of ``NAME=DATA`` items as stage inputs (``benchmark_<name>``), so the stage's record
-    keeps their content."""
+    keeps their content; a file an earlier stage will write (``planned``) counts as local."""
     pairs = [item.partition("=") for item in items]
-    return {f"benchmark_{name}": Path(where) for name, _, where in pairs if where and Path(where).exists()}
+    return {f"benchmark_{name}": Path(where) for name, _, where in pairs
+            if where and (Path(where).exists() or Path(where) in planned)}
 
 
 def _positive_int(name: str, value: str) -> None:

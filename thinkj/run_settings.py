@@ -11,7 +11,10 @@ not empty (``W_STR=0.5``: what ``scripts/reproduce*.sh`` always read) < ``--set 
 ``--set`` value is typed by the setting it sets (whole number, number, true/false, list, text); an unknown key is
 refused naming the file (or ``--set``) and the closest key. The pipeline then sees every setting as text
 (``TP='4'``, ``BENCHMARKS='rewardbench rmbench autoj'``) and :func:`thinkj.pipeline.validate` checks the values
-and the rules between them, once, before stage 1; its one-line error names where a value came from.
+and the rules between them, once, before stage 1; its one-line error names where a value came from. A recipe's
+``run_dir`` gets ``_seed<SEED>`` as the default one does; what BUILD_MODEL, SYNTHETIC_TASK and SHARED_DATA imply for
+MODEL_PROFILE, SOURCE_LOCATION, BENCHMARKS and BENCHMARK_DATA is filled in where those are not set
+(:func:`thinkj.pipeline_prep.derive_defaults`).
 """
 
 from __future__ import annotations
@@ -75,7 +78,9 @@ SETTINGS: tuple[Setting, ...] = (
                                               "benchmark item"),
     _s("DECONTAMINATE", "str", "drop", "drop | report: pairs holding a benchmark item are dropped, or only reported"),
     _s("TEACHER_MODEL", "str", "deepseek-reasoner", "R1 teacher for the thinking traces"),
-    _s("TEACHER_URL", "str", "https://api.deepseek.com/v1", "OpenAI-compatible base URL of the teacher"),
+    _s("TEACHER_URL", "str", "https://api.deepseek.com/v1", "OpenAI-compatible base URL of the teacher; scripted = "
+                                                            "the run serves the scripted R1 for SYNTHETIC_TASK on a "
+                                                            "free 127.0.0.1 port while traces run"),
     _s("TEACHER_KEY_ENV", "str", "DEEPSEEK_API_KEY", "name of the env var holding the teacher's API key (never "
                                                      "printed)"),
     _s("LEARNING", "str", "online", "online (verl RL) | offline (critic-guided DPO)"),
@@ -107,8 +112,20 @@ SETTINGS: tuple[Setting, ...] = (
     _s("RL_STEPS", "int", "", "verl trainer.total_training_steps [the config's epochs]"),
     _s("VERL_OVERRIDES", "list", "", "verl Hydra overrides key=value, space separated, applied last [none]"),
     _s("BENCHMARK_DATA", "list", "", "local data per benchmark, 'autoj=FILE rmbench=DIR synthetic=FILE' [each "
-                                     "benchmark's hub set]; the synthetic benchmark (a generated task's held-out "
-                                     "pairs) needs one"),
+                                     "benchmark's hub set; synthetic: SYNTHETIC_TASK's held-out pairs; autoj, "
+                                     "rmbench: under SHARED_DATA when set]; the synthetic benchmark needs one"),
+    # What a run prepares for itself before load (thinkj/pipeline_prep.py; the CPU recipes use them)
+    _s("BUILD_MODEL", "str", "", "tiny = a model stage builds the tiny model in <RUN_DIR>/model with its profile "
+                                 "<RUN_DIR>/model/tiny.yaml, the MODEL_PROFILE unless one is given [none]"),
+    _s("SYNTHETIC_TASK", "str", "", "fruit | facts | constraints: a task stage writes the generated task's pairs to "
+                                    "<RUN_DIR>/task/{train,test}.jsonl, the SOURCE_LOCATION and the synthetic "
+                                    "benchmark's data unless given [none]"),
+    _s("TASK_TRAIN", "int", "64", "training pairs of SYNTHETIC_TASK"),
+    _s("TASK_TEST", "int", "20", "held-out pairs of SYNTHETIC_TASK (the synthetic benchmark)"),
+    _s("TASK_SEED", "int", "0", "seed of SYNTHETIC_TASK's pairs"),
+    _s("SHARED_DATA", "str", "", "folder of the shared benchmark data: autoj and rmbench are evaluated too (unless "
+                                 "BENCHMARKS comes from the environment or --set), from <folder>/auto-j/"
+                                 "testdata_pairwise.jsonl and <folder>/rm-bench [unset: only BENCHMARKS]"),
 )
 BY_NAME: dict[str, Setting] = {s.name: s for s in SETTINGS}
 BY_KEY: dict[str, Setting] = {s.key: s for s in SETTINGS}
@@ -263,7 +280,19 @@ def resolve(recipe: str | os.PathLike | None = None, env: Mapping[str, str] | No
         for name, (value, where) in layer.items():
             values[name], origin[name] = value, where
     seeded = f"_seed{values['SEED']}" if values["SEED"] else ""
-    values["RUN_DIR"] = values["RUN_DIR"] or f"runs/{values['MODEL_PROFILE']}{seeded}"
+
+    def given(name: str, outside_recipe: bool = False) -> bool:
+        where = origin[name]
+        return where == ENV_ORIGIN or where.startswith("--set") if outside_recipe else where != DEFAULT_ORIGIN
+
+    if not values["RUN_DIR"]:  # a model built in the run folder names it until a profile is given
+        name = values["BUILD_MODEL"] if values["BUILD_MODEL"] and not given("MODEL_PROFILE") else values["MODEL_PROFILE"]
+        values["RUN_DIR"] = f"runs/{name}{seeded}"
+    elif not given("RUN_DIR", outside_recipe=True):  # a recipe's run folder is per seed, as the default is
+        values["RUN_DIR"] += seeded
+    from thinkj.pipeline_prep import derive_defaults
+
+    derive_defaults(values, given)
     return RunSettings(values, origin)
 
 
