@@ -1,13 +1,15 @@
 """The reproduction pipeline run for real at CPU scale: ``scripts/reproduce_cpu.sh`` with ``CPU_MODEL=tiny``.
 
-The same script and stage list as the GPU wrappers (only settings differ): data selection with the scripted R1 over
-HTTP on 127.0.0.1, LlamaFactory judge SFT, verl's own GRPO trainer on the CPU for 2 steps, the checkpoint merge,
-evaluation of the merged model and the table; then a Table 8 sweep (local launcher interrupted, finished through
-``ray job submit``). Opt-in (``-m opt_in``, ~3 min each, kept out of CI's budget): the ablation path (``W_STR=0.0``:
-every finished data and SFT stage skipped with its record untouched, a new online run whose verl config carries
-w_str = 0.0, both runs in the table) and offline learning (critic SFT, critic-guided pairs, DPO + SFT term). What
-``make test`` keeps of the ablation: the stage reuse by dry run (tests/test_pipeline_done.py) and a weight override
-reaching verl's reward in a real run (tests/test_verl_cpu_twins.py).
+The same script and stage list as the GPU wrappers (only settings differ), after the stages the tiny recipe's run
+prepares itself (the tiny model built in the run folder, the generated task): data selection with the scripted R1
+served by the run over HTTP on 127.0.0.1, LlamaFactory judge SFT, verl's own GRPO trainer on the CPU for 2 steps,
+the checkpoint merge, evaluation of the merged model and the table; then a Table 8 sweep (local launcher
+interrupted, finished through ``ray job submit``). Opt-in (``-m opt_in``, ~3 min each, kept out of CI's budget): the
+ablation path (``W_STR=0.0``: every finished data and SFT stage skipped with its record untouched, a new online run
+whose verl config carries w_str = 0.0, both runs in the table) and offline learning (critic SFT, critic-guided
+pairs, DPO + SFT term). What ``make test`` keeps of the ablation: the stage reuse by dry run
+(tests/test_pipeline_done.py) and a weight override reaching verl's reward in a real run
+(tests/test_verl_cpu_twins.py).
 
     python -m pytest -q tests/test_reproduce_cpu.py             # ~11 min on 2 idle cores
     python -m pytest -q tests/test_reproduce_cpu.py -m opt_in   # the ablation and the offline run
@@ -75,9 +77,16 @@ def test_every_stage_the_gpu_wrapper_prints_is_done(online_run):
     expected = [n for n in gpu if not n.startswith("eval_")] + [f"eval_{b}" for b in benchmarks()]
     done = records(run_dir)
     assert set(expected) <= set(done), sorted(set(expected) - set(done))
-    # the same stage list: the CPU run made every non-evaluation stage of the GPU plan, in the GPU plan's order
+    # the same stage list: the CPU run made every non-evaluation stage of the GPU plan, in the GPU plan's order,
+    # after what the tiny recipe's run prepares for itself (the model built in the run folder, the generated task)
     order = [line.split()[2] for line in online_run["out"].splitlines() if line.startswith("# stage ")]
-    assert [n for n in order if not n.startswith("eval_")] == [n for n in gpu if not n.startswith("eval_")]
+    assert order[:2] == ["model", "task"] and {"model", "task"} <= set(done)
+    assert [n for n in order[2:] if not n.startswith("eval_")] == [n for n in gpu if not n.startswith("eval_")]
+    profile = (run_dir / "model" / "tiny.yaml").read_text()
+    assert f"model_name_or_path: {(run_dir / 'model').resolve()}" in profile and "template: qwen" in profile
+    assert (run_dir / "model" / "config.json").is_file() and (run_dir / "task" / "test.jsonl").is_file()
+    # the scripted teacher was served by the run itself
+    assert "# scripted teacher for the fruit task on http://127.0.0.1:" in online_run["out"]
     for name in DATA_AND_SFT:
         record = json.loads(done[name].read_text())
         assert record["stage"] == name and record["settings"]["TRAIN_SOURCE"] == "pairs"
