@@ -42,12 +42,10 @@ from __future__ import annotations
 import json
 import os
 import re
-import shlex
 import shutil
 import subprocess
 import sys
-from collections.abc import Mapping
-from dataclasses import dataclass, field
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 
 from thinkj import pipeline_prep, stage_runner
@@ -65,8 +63,9 @@ from thinkj.pipeline_checks import (
     benchmark_inputs,
     decontaminate_against,
 )
+from thinkj.pipeline_stage import Stage as Stage  # its home before pipeline_stage (tests build Stages here)
 from thinkj.records import write_json
-from thinkj.run_settings import DEFAULTS, WEIGHT_SETTINGS, resolve
+from thinkj.run_settings import BY_NAME, DEFAULTS, WEIGHT_SETTINGS, resolve
 from thinkj.run_settings import check_names as check_names  # its home before run_settings
 from thinkj.stage_runner import fingerprints
 
@@ -107,25 +106,6 @@ SOURCES = ("skywork", "helpsteer2", "hh_rlhf", "pairs")  # generic needs a colum
 
 class StageFailed(ThinkJError):
     """A stage's command failed; the message names the stage and its log."""
-
-
-@dataclass(frozen=True)
-class Stage:
-    name: str
-    argv: list[str]
-    output: Path          # what the stage makes (checked to exist before its completion record is written)
-    settings: dict[str, str] = field(default_factory=dict)  # what the output depends on (this stage and earlier)
-    inputs: dict[str, Path] = field(default_factory=dict)  # role -> local file or folder it reads (content in its record)
-
-    @property
-    def line(self) -> str:
-        return shlex.join(self.argv)
-
-    @property
-    def record(self) -> Path:
-        """The completion record: the only thing that means this stage is done."""
-        folder = self.output if not self.output.suffix else self.output.parent
-        return folder / f"{self.name}.done.json"
 
 
 def settings(env: Mapping[str, str] | None = None) -> dict[str, str]:
@@ -518,6 +498,22 @@ def _run_stages(s: dict[str, str], out) -> list[str]:
         write_json(logs / "stage_times.json", stage_runner.timings_record(
             outcome.seconds, outcome.cpu_seconds, ran=outcome.ran, skipped=outcome.skipped))
     return outcome.ran
+
+
+def run_recipe(recipe: str | os.PathLike | None, sets: Iterable[str] = (), *, dry_run: bool = False) -> list[str]:
+    """``thinkj run RECIPE``: resolve the settings, then validate and run (or print) the pipeline. A value the
+    pipeline refuses is named with where it came from (``TP='0': ... (from configs/recipes/x.yaml: tp)``)."""
+    if recipe is not None and not Path(recipe).is_file():
+        raise ThinkJError(f"{recipe}: no such recipe file (the recipes: configs/recipes/*.yaml)")
+    resolved = resolve(recipe, sets=[*sets, *(["dry_run=1"] if dry_run else [])])
+    try:
+        return run_pipeline(resolved.values)
+    except ThinkJError as exc:
+        name = re.match(r"[A-Z][A-Z0-9_]*", str(exc))
+        suffix = resolved.where(name.group(0)) if name and name.group(0) in BY_NAME else ""
+        if not suffix:
+            raise
+        raise ThinkJError(f"{exc}{suffix}") from None
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -108,7 +108,7 @@ def built_profile(s: Mapping[str, str]) -> dict[str, Any] | None:
 
 def stages(s: Mapping[str, str]) -> list:
     """The ``model`` and ``task`` stages (each only when its setting asks for it)."""
-    from thinkj.pipeline import Stage
+    from thinkj.pipeline_stage import Stage
 
     out = []
     if s["BUILD_MODEL"]:

@@ -26,7 +26,6 @@ import re
 import shlex
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 from thinkj.errors import ThinkJError
@@ -294,21 +293,3 @@ def resolve(recipe: str | os.PathLike | None = None, env: Mapping[str, str] | No
 
     derive_defaults(values, given)
     return RunSettings(values, origin)
-
-
-def run(recipe: str | os.PathLike | None, sets: Iterable[str] = (), *, dry_run: bool = False) -> list[str]:
-    """``thinkj run RECIPE``: resolve the settings, then validate and run (or print) the pipeline. A value the
-    pipeline refuses is named with where it came from (``TP='0': ... (from configs/recipes/x.yaml: tp)``)."""
-    from thinkj.pipeline import run_pipeline
-
-    if recipe is not None and not Path(recipe).is_file():
-        raise ThinkJError(f"{recipe}: no such recipe file (the recipes: configs/recipes/*.yaml)")
-    resolved = resolve(recipe, sets=[*sets, *(["dry_run=1"] if dry_run else [])])
-    try:
-        return run_pipeline(resolved.values)
-    except ThinkJError as exc:
-        name = re.match(r"[A-Z][A-Z0-9_]*", str(exc))
-        suffix = resolved.where(name.group(0)) if name and name.group(0) in BY_NAME else ""
-        if not suffix:
-            raise
-        raise ThinkJError(f"{exc}{suffix}") from None
