@@ -1,5 +1,5 @@
 """RL canaries: RL with the Think-J reward must raise held-out accuracy on a task the init judge has not learnt, and
-the same run with shuffled gold labels must not (thinkj/synthetic/canary_task.py has the task and the init judge).
+the same run with shuffled gold labels must not (thinkj/online/canary.py has the task and the init judge).
 
 The paired test is fixed in advance: greedy verdicts on 64 held-out pairs in both orders (128 judgments), before and
 after, one-sided exact McNemar p < 0.05 (``canary_task.improved``).
@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import pytest
 
+from thinkj.online.canary import canary_rl_pairs, paired_test
 from thinkj.stats import mcnemar_exact
-from thinkj.synthetic.canary_task import canary_rl_pairs, paired_test
 
 
 def test_paired_test_counts_changed_judgments_and_is_one_sided():

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from pathlib import Path
+from typing import Any
 
 from thinkj.errors import ThinkJError
 from thinkj.records import write_json
@@ -108,6 +109,22 @@ def build_tiny_model(out_dir: str | Path, seed: int = 0, *, hidden_size: int = 1
     return out
 
 
+def sft_batch(rows: list[tuple[list[int], list[int]]], pad_id: int) -> tuple[Any, Any, Any]:
+    """(prompt ids, answer ids) rows -> right-padded ``input_ids``, ``attention_mask`` and ``labels`` (-100 outside
+    the answers, so only the answer tokens are learnt)."""
+    import torch
+
+    width = max(len(p) + len(a) for p, a in rows)
+    ids = torch.full((len(rows), width), pad_id)
+    labels = torch.full((len(rows), width), -100)
+    mask = torch.zeros((len(rows), width), dtype=torch.long)
+    for i, (p, a) in enumerate(rows):
+        ids[i, :len(p) + len(a)] = torch.tensor(p + a)
+        labels[i, len(p):len(p) + len(a)] = torch.tensor(a)
+        mask[i, :len(p) + len(a)] = 1
+    return ids, mask, labels
+
+
 def finetune_tiny_judge(base: str | Path, out: str | Path, steps: int = 120, seed: int = 0, lr: float = 3e-3,
                         batch: int = 16, device: str = "cpu") -> Path:
     """A tiny judge: full fine-tuning of the tiny model on Think-J answers to synthetic pairs (prompt masked).
@@ -141,14 +158,7 @@ def finetune_tiny_judge(base: str | Path, out: str | Path, steps: int = 120, see
     losses = []
     for step in range(steps):
         rows = [examples[(step * batch + i) % len(examples)] for i in range(batch)]
-        width = max(len(p) + len(a) for p, a in rows)
-        ids = torch.full((batch, width), tokenizer.pad_token_id)
-        labels = torch.full((batch, width), -100)
-        mask = torch.zeros((batch, width), dtype=torch.long)
-        for i, (p, a) in enumerate(rows):
-            ids[i, :len(p) + len(a)] = torch.tensor(p + a)
-            labels[i, len(p):len(p) + len(a)] = torch.tensor(a)
-            mask[i, :len(p) + len(a)] = 1
+        ids, mask, labels = sft_batch(rows, tokenizer.pad_token_id)
         loss = model(input_ids=ids.to(device), attention_mask=mask.to(device), labels=labels.to(device)).loss
         loss.backward()
         losses.append(loss.item())

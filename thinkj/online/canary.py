@@ -11,7 +11,7 @@ raised this init judge's held-out accuracy: every init and every trained policy 
 side whatever the content, and RL only moved that side. So no canary test asserts a rise yet; this module holds
 the parts that worked (init judge, held-out judging, the paired test fixed in advance).
 
-    from thinkj.synthetic.canary_task import format_only_judge, held_out_correct, paired_test
+    from thinkj.online.canary import format_only_judge, held_out_correct, paired_test
     init = format_only_judge(tiny_model_dir, "runs/canary/init")
     before = held_out_correct(init)            # list[bool], one per (pair, order), greedy
     after = held_out_correct("runs/canary/rl/model")
@@ -63,6 +63,7 @@ def format_only_judge(base: str | Path, out: str | Path, *, steps: int = 120, ba
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
+    from thinkj.models.tiny import sft_batch
     from thinkj.prompts import get_template, judge_output
 
     torch.manual_seed(seed)
@@ -82,14 +83,7 @@ def format_only_judge(base: str | Path, out: str | Path, *, steps: int = 120, ba
             answer = tokenizer(judge_output(explain(pair), verdict, pair.strength) + tokenizer.eos_token,
                                add_special_tokens=False)["input_ids"]
             rows.append((prompt, answer))
-        width = max(len(p) + len(a) for p, a in rows)
-        ids = torch.full((len(rows), width), tokenizer.pad_token_id)
-        labels = torch.full((len(rows), width), -100)
-        mask = torch.zeros((len(rows), width), dtype=torch.long)
-        for i, (p, a) in enumerate(rows):
-            ids[i, :len(p) + len(a)] = torch.tensor(p + a)
-            labels[i, len(p):len(p) + len(a)] = torch.tensor(a)
-            mask[i, :len(p) + len(a)] = 1
+        ids, mask, labels = sft_batch(rows, tokenizer.pad_token_id)
         loss = model(input_ids=ids, attention_mask=mask, labels=labels).loss
         loss.backward()
         losses.append(loss.item())
