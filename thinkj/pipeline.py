@@ -51,7 +51,7 @@ from pathlib import Path
 from thinkj import pipeline_prep, stage_runner
 from thinkj.errors import ThinkJError, exit_on_user_error
 from thinkj.folder_swap import promote
-from thinkj.models.profiles import CONFIGS, profile_budget, profile_hub_id, profile_path
+from thinkj.models.profiles import profile_budget, profile_hub_id, profile_path
 from thinkj.pipeline_checks import (
     _check_lf_overrides,
     _check_verl_overrides,
@@ -63,6 +63,16 @@ from thinkj.pipeline_checks import (
     benchmark_inputs,
     decontaminate_against,
 )
+from thinkj.pipeline_learn import (
+    OFFLINE_BRANCH,
+    Where,
+    eval_benchmark,
+    eval_stages,
+    hf_args,
+    learning_stages,
+)
+from thinkj.pipeline_learn import online_folder as online_folder  # its home before pipeline_learn
+from thinkj.pipeline_learn import verl_seed_overrides as verl_seed_overrides
 from thinkj.pipeline_stage import Stage as Stage  # its home before pipeline_stage (tests build Stages here)
 from thinkj.records import write_json
 from thinkj.run_settings import BY_NAME, DEFAULTS, WEIGHT_SETTINGS, resolve
@@ -76,18 +86,25 @@ STAGE_SETTINGS: dict[str, tuple[str, ...]] = {
     "model": ("BUILD_MODEL",),  # the stages a run prepares for itself (thinkj.pipeline_prep), each when asked for
     "task": ("SYNTHETIC_TASK", "TASK_TRAIN", "TASK_TEST", "TASK_SEED"),
     "load": ("TRAIN_SOURCE", "SOURCE_LOCATION", "SOURCE_LIMIT"),
-    "difficulty": ("MODEL_PROFILE", "JUDGE_BACKEND", "SEED", "DIFFICULTY_MAX_NEW_TOKENS"),
-    "dedup": ("DEDUP_MODEL", "DEDUP_THRESHOLD"),
+    "difficulty": ("MODEL_PROFILE", "JUDGE_BACKEND", "SEED", "DIFFICULTY_MAX_NEW_TOKENS", "DIFFICULTY_LIMIT",
+                   "DIFFICULTY_BATCH", "CPU_BF16"),
+    "dedup": ("DEDUP_MODEL", "DEDUP_THRESHOLD", "DEDUP_TEXT_FIELD"),
     "decontaminate": ("DECONTAMINATE", "DECONTAM_ENCODER", "DECONTAM_THRESHOLD"),  # + what it checked: DECONTAM_AGAINST
     "traces": ("TEACHER_MODEL", "TEACHER_URL"),
     "judge_sft": ("SFT_OVERRIDES",),
-    "offline": ("OFFLINE_ITERATIONS", "DPO_OVERRIDES", "PAIR_LIMIT", "PAIR_MAX_NEW_TOKENS"),
-    "online": ("RL_ALGO", "REWARD_PRESET", "W_ACC", "W_FMT", "W_STR", "W_CON", "RL_STEPS", "VERL_OVERRIDES"),
-    "eval": ("MODEL_NAME", "TRAIN_DATA_NAME", "EVAL_LIMIT", "MAX_NEW_TOKENS"),  # + BENCHMARK_DATA's entry
+    "critic_data": ("CRITIC_WRONG_SIDE_EVERY",),
+    "critic_sft": ("CRITIC_OVERRIDES",),
+    "offline_pool": ("OFFLINE_PAIRS",),
+    "offline": ("OFFLINE_ITERATIONS", "DPO_OVERRIDES", "PAIR_LIMIT", "PAIR_MAX_NEW_TOKENS", "PAIR_BATCH"),
+    "rl_data": ("RL_DATA",),
+    "online": ("RL_ENGINE", "RL_DATA", "RL_ALGO", "REWARD_PRESET", "W_ACC", "W_FMT", "W_STR", "W_CON", "RL_STEPS",
+               "VERL_OVERRIDES", "TRL_OVERRIDES"),
+    # + the settings of the stage that made the judged model, and BENCHMARK_DATA's entry
+    "eval": ("MODEL_NAME", "TRAIN_DATA_NAME", "EVAL_LIMIT", "MAX_NEW_TOKENS", "EVAL_BATCH"),
 }
 # The tables stage reads every results file under <RUN_DIR>/eval (the default run's and each ablation's): it
 # depends on no single run's settings, and it runs every time (seconds) so the tables show every finished run.
-ALWAYS_RUN = ("tables",)
+ALWAYS_RUN = ("tables", "compare")
 # What each seeded stage uses when SEED is unset: the seeds the runs used before SEED existed, kept so that
 # those runs stay reproducible. The traces stage (the teacher's API) takes no seed; dedup, clip, seed_set,
 # merge and tables are deterministic.
@@ -100,6 +117,7 @@ STAGE_SEEDS: dict[str, str] = {
               "actor / critic data_loader_seed 42",
     "eval": "0 (thinkj eval run --seed)",
 }
+LEARNING = ("online", "offline", "both")
 RL_ALGOS = ("grpo", "ppo", "reinforce_pp", "grpo_consistent")  # the last: both orders per step (not the paper's)
 SOURCES = ("skywork", "helpsteer2", "hh_rlhf", "pairs")  # generic needs a column map the pipeline has no setting for
 
@@ -130,8 +148,9 @@ def validate(s: dict[str, str]) -> None:
         profile_hub_id(s["MODEL_PROFILE"], fetched=s["DRY_RUN"] != "1")
     _one_of("TRAIN_SOURCE", s["TRAIN_SOURCE"], SOURCES)
     _one_of("JUDGE_BACKEND", s["JUDGE_BACKEND"], ("vllm", "hf"))
-    _one_of("LEARNING", s["LEARNING"], ("online", "offline"))
+    _one_of("LEARNING", s["LEARNING"], LEARNING)
     _one_of("RL_ALGO", s["RL_ALGO"], RL_ALGOS)
+    check_learning_settings(s)
     _one_of("DECONTAMINATE", s["DECONTAMINATE"], ("drop", "report"))
     _one_of("REWARD_PRESET", s["REWARD_PRESET"], sorted(PRESETS))
     for name in ("TP", "NNODES", "GPUS_PER_NODE", "OFFLINE_ITERATIONS", "MAX_NEW_TOKENS"):
@@ -183,6 +202,45 @@ def validate(s: dict[str, str]) -> None:
             raise ThinkJError(f"{name}='': must not be empty")
 
 
+def check_learning_settings(s: Mapping[str, str]) -> None:
+    """The settings of the learning and evaluation stages (:mod:`thinkj.pipeline_learn`) and the rules between them."""
+    from thinkj.pipeline_learn import ROWS
+
+    _one_of("RL_ENGINE", s["RL_ENGINE"], ("verl", "trl"))
+    _one_of("RL_DATA", s["RL_DATA"], ("seed_set", "source"))
+    _one_of("DEDUP_TEXT_FIELD", s["DEDUP_TEXT_FIELD"], ("instruction", "instruction+responses"))
+    _one_of("OFFLINE_PAIRS", s["OFFLINE_PAIRS"], ("seed_set", "outside_seed_set"))
+    for name in ("CPU_BF16", "IN_PROCESS"):
+        _one_of(name, s[name], ("0", "1"))
+    for name in ("DIFFICULTY_LIMIT", "DIFFICULTY_BATCH", "PAIR_BATCH", "EVAL_BATCH"):
+        if s[name]:
+            _positive_int(name, s[name])
+    every = s["CRITIC_WRONG_SIDE_EVERY"]
+    if not every.isdigit():
+        raise ThinkJError(f"CRITIC_WRONG_SIDE_EVERY={every!r}: must be a whole number >= 0 (0: none)")
+    if int(every) and not s["SYNTHETIC_TASK"]:
+        raise ThinkJError(f"CRITIC_WRONG_SIDE_EVERY={every}: wrong-side critic examples are written by a generated "
+                          "task's rules: set SYNTHETIC_TASK, or 0")
+    if s["RL_ENGINE"] == "trl" and s["RL_ALGO"] not in ("grpo", "grpo_consistent"):
+        raise ThinkJError(f"RL_ENGINE=trl: runs GRPO only (RL_ALGO grpo or grpo_consistent), not {s['RL_ALGO']!r}; "
+                          "PPO and Reinforce++ run with RL_ENGINE=verl")
+    for item in _split("TRL_OVERRIDES", s["TRL_OVERRIDES"]):
+        key, sep, _ = item.partition("=")
+        if not sep or not key.isidentifier():
+            raise ThinkJError(f"TRL_OVERRIDES: {item!r} is not key=value (a GRPORun or GRPOConfig field)")
+    _check_lf_overrides("CRITIC_OVERRIDES", s["CRITIC_OVERRIDES"])
+    rows = s["EVAL_ROWS"].split()
+    for row in rows:
+        _one_of("EVAL_ROWS", row, ROWS)
+    if len(set(rows)) < len(rows):
+        raise ThinkJError(f"EVAL_ROWS={s['EVAL_ROWS']!r}: a row named more than once")
+    ran = {"offline": ("offline", "both"), "online": ("online", "both")}
+    for row, learning in ran.items():
+        if row in rows and s["LEARNING"] not in learning:
+            raise ThinkJError(f"EVAL_ROWS names {row}, which LEARNING={s['LEARNING']} does not train: set LEARNING="
+                              f"{learning[-1]}")
+
+
 def check_weight_settings(s: Mapping[str, str]) -> None:
     """The W_* overrides through the rewards' one rule (:func:`thinkj.rewards.weights.check_weights`, via the
     preset): a weight the preset has, a finite number, >= 0, bounded."""
@@ -202,15 +260,13 @@ def check_weight_settings(s: Mapping[str, str]) -> None:
             raise ThinkJError(f"{name}={s[name]!r}: a reward weight {exc.detail.partition(', got ')[0]}") from None
 
 
-def online_folder(s: dict[str, str]) -> str:
-    """The online run's folder: algorithm, preset and weight overrides, so changing one makes a new run."""
-    overrides = "".join(f"_{n.lower()}{s[n]}" for n in WEIGHT_SETTINGS if s[n])
-    return f"online_{s['RL_ALGO']}_{s['REWARD_PRESET']}{overrides}"
-
-
 def _with_settings(stages: list[Stage], s: dict[str, str]) -> list[Stage]:
-    """Give each stage the settings its output depends on: its own and those of every stage before it."""
+    """Give each stage the settings its output depends on: its own and those of every stage it builds on -- every
+    earlier stage, except that the online branch does not depend on the offline branch's settings, and an
+    evaluation depends on its model's stage (and its benchmark's data)."""
     seen: dict[str, str] = {}
+    offline: dict[str, str] = {}  # the offline branch's own (OFFLINE_BRANCH)
+    made: dict[str, tuple[Stage, dict[str, str]]] = {}  # stage -> (it, its settings): for evaluating its model
     out = []
     data = benchmark_data(s)
     for stage in stages:
@@ -218,14 +274,24 @@ def _with_settings(stages: list[Stage], s: dict[str, str]) -> list[Stage]:
         if kind in ALWAYS_RUN:
             out.append(Stage(stage.name, stage.argv, stage.output, {"TABLES": s["TABLES"]}, stage.inputs))
             continue
-        seen.update({name: record_value(name, s[name]) for name in STAGE_SETTINGS.get(kind, ())})
+        own = {name: record_value(name, s[name]) for name in STAGE_SETTINGS.get(kind, ())}
         if kind == "decontaminate":  # the benchmarks it checked bind every later stage (a new one redoes them)
-            seen["DECONTAM_AGAINST"] = " ".join(a for i, a in enumerate(stage.argv) if stage.argv[i - 1] == "--against")
-        extra = {}
+            own["DECONTAM_AGAINST"] = " ".join(a for i, a in enumerate(stage.argv) if stage.argv[i - 1] == "--against")
         if kind == "eval":
-            bench = stage.name[len("eval_"):]
-            extra = {"BENCHMARK": bench, **({"BENCHMARK_DATA": data[bench]} if bench in data else {})}
-        out.append(Stage(stage.name, stage.argv, stage.output, {**seen, **extra}, stage.inputs))
+            bench = eval_benchmark(stage)
+            model = Path(stage.argv[stage.argv.index("--model") + 1])
+            # the stage that made the model: the last whose folder holds it (none: the base model)
+            folder = [n for n, (st, _) in made.items() if model.is_relative_to(st.record.parent)]
+            upstream = made[folder[-1]][1] if folder else {"MODEL_PROFILE": s["MODEL_PROFILE"]}
+            settings = {**upstream, **own, "BENCHMARK": bench, **({"BENCHMARK_DATA": data[bench]} if bench in data else {})}
+        elif kind in OFFLINE_BRANCH:
+            offline.update(own)
+            settings = {**seen, **offline}
+        else:
+            seen.update(own)
+            settings = dict(seen)
+        made[stage.name] = (stage, settings)
+        out.append(Stage(stage.name, stage.argv, stage.output, settings, stage.inputs))
     return out
 
 
@@ -242,11 +308,11 @@ _LOOPBACK_PORT = re.compile(r"^(https?://(?:127\.0\.0\.1|localhost|\[::1\])):[^/
 
 def plan(s: dict[str, str]) -> list[Stage]:
     """The ordered stages for one model and one learning mode."""
-    _one_of("LEARNING", s["LEARNING"], ("online", "offline"))
+    _one_of("LEARNING", s["LEARNING"], LEARNING)
     if s["TEACHER_URL"] == pipeline_prep.SCRIPTED:  # run_pipeline gives the served teacher's address
         s = {**s, "TEACHER_URL": pipeline_prep.SCRIPTED_PLACEHOLDER}
     run, py = Path(s["RUN_DIR"]), "python"
-    data, train = run / "data", run / "train"
+    data = run / "data"
     source, hard, kept = data / "source.jsonl", data / "difficulty" / "kept.jsonl", data / "dedup" / "kept.jsonl"
     traces, clipped, seed = data / "traces" / "traces.jsonl", data / "clip" / "clipped.jsonl", data / "seed_set"
     clean = data / "decontaminate" / "kept.jsonl"
@@ -256,19 +322,16 @@ def plan(s: dict[str, str]) -> list[Stage]:
     profile = Path(s["MODEL_PROFILE"]) if built else profile_path(s["MODEL_PROFILE"])
     budget = s["DIFFICULTY_MAX_NEW_TOKENS"] or str(built["max_new_tokens"] if built else profile_budget(s["MODEL_PROFILE"]))
     planned = pipeline_prep.planned_files(s)  # inputs even before they exist: their content enters the records
-    lf_config = CONFIGS / "llamafactory"
     tp = ["--tp", s["TP"]] if s["JUDGE_BACKEND"] == "vllm" else []
     # the inference stages use every GPU of the node: GPUS_PER_NODE / TP workers (thinkj.inference.data_parallel)
     workers = int(s["GPUS_PER_NODE"]) // int(s["TP"]) if s["DEVICE"] == "gpu" else 1
     dp = ["--data-parallel", str(workers)] if workers > 1 else []
     # unset SEED passes nothing: each stage keeps its own default (STAGE_SEEDS)
-    seed_opt, lf_seed = _opt("--seed", s["SEED"]), [f"seed={s['SEED']}"] if s["SEED"] else []
+    seed_opt = _opt("--seed", s["SEED"])
     # A local SOURCE_LOCATION is an input whose content the load stage's record keeps; a hub name is not local.
     local_source = {"source": Path(s["SOURCE_LOCATION"])} if s["SOURCE_LOCATION"] else {}
-    judge_sft = train / "judge_sft"
-    cpu = ["--device", "cpu"] if s["DEVICE"] == "cpu" else []
-    sft_over, dpo_over = _split("SFT_OVERRIDES", s["SFT_OVERRIDES"]), _split("DPO_OVERRIDES", s["DPO_OVERRIDES"])
     bench_data = benchmark_data(s)
+    where = Where(run, source, seed, hub, profile, frozenset(planned), bool(built) or Path(hub).is_dir())
     stages = [
         *pipeline_prep.stages(s),
         Stage("load", [py, "-m", "data_prep.load_source", s["TRAIN_SOURCE"], "--out", str(source),
@@ -276,10 +339,13 @@ def plan(s: dict[str, str]) -> list[Stage]:
               inputs=local_source),
         Stage("difficulty", [py, "-m", "data_prep.difficulty", "--in", str(source), "--out", str(hard), "--model", hub,
                              "--backend", s["JUDGE_BACKEND"], *tp, *dp, "--k", "3", "--temperature", "1.0",
-                             "--max-new-tokens", budget, *seed_opt],
+                             "--max-new-tokens", budget, *seed_opt, *_opt("--limit", s["DIFFICULTY_LIMIT"]),
+                             *hf_args(s, s["DIFFICULTY_BATCH"])],
               hard, inputs={"pairs": source, "profile": profile}),
         Stage("dedup", [py, "-m", "data_prep.dedup", "--in", str(hard), "--out", str(kept), "--model", s["DEDUP_MODEL"],
-                        "--threshold", s["DEDUP_THRESHOLD"]], kept, inputs={"pairs": hard}),
+                        "--threshold", s["DEDUP_THRESHOLD"],
+                        *(["--text-field", s["DEDUP_TEXT_FIELD"]] if s["DEDUP_TEXT_FIELD"] != "instruction" else [])],
+              kept, inputs={"pairs": hard}),
         Stage("decontaminate", ["thinkj", "data", "decontaminate", str(kept), str(clean),
                                 *[x for item in against for x in ("--against", item)], "--encoder",
                                 s["DECONTAM_ENCODER"] or s["DEDUP_MODEL"], "--threshold", s["DECONTAM_THRESHOLD"],
@@ -292,86 +358,13 @@ def plan(s: dict[str, str]) -> list[Stage]:
               inputs={"traces": traces, "profile": profile}),
         Stage("seed_set", ["thinkj", "data", "seed-set", str(clipped), str(seed)], seed / "dataset_info.json",
               inputs={"clipped": clipped}),
-        Stage("judge_sft", ["thinkj", "train", "sft", "judge_sft", "--model", s["MODEL_PROFILE"], "--run-dir", str(train),
-                            *cpu, f"dataset_dir={seed}", *lf_seed, *sft_over], judge_sft / "thinkj_train.json",
-              inputs={"dataset": seed, "profile": profile, "config": lf_config / "judge_sft.yaml"}),
     ]
-    if s["LEARNING"] == "offline":
-        k = s["OFFLINE_ITERATIONS"]
-        critic = train / "critic_sft"
-        stages += [
-            Stage("critic_sft", ["thinkj", "train", "sft", "critic_sft", "--model", s["MODEL_PROFILE"], "--run-dir",
-                                 str(train), *cpu, f"dataset_dir={seed}", *lf_seed, *sft_over],
-                  critic / "thinkj_train.json",
-                  inputs={"dataset": seed, "profile": profile, "config": lf_config / "critic_sft.yaml"}),
-            Stage("offline", ["thinkj", "train", "offline", "--pairs", str(seed / "rl_pairs.jsonl"), "--judge", str(judge_sft),
-                              "--critic", str(critic), "--iterations", k, "--model", s["MODEL_PROFILE"],
-                              "--run-dir", str(train), "--backend", s["JUDGE_BACKEND"], *cpu,
-                              *_opt("--limit", s["PAIR_LIMIT"]), *_opt("--max-new-tokens", s["PAIR_MAX_NEW_TOKENS"]),
-                              *seed_opt, *lf_seed, *dpo_over],
-                  train / "offline" / "iterations.json",
-                  inputs={"pairs": seed / "rl_pairs.jsonl", "judge": judge_sft, "critic": critic, "profile": profile,
-                          "config": lf_config / "dpo.yaml"}),
-        ]
-        final, method = train / "offline" / f"iter_{k}" / "model", "offline (Critic-guided)"
-    else:
-        online = train / online_folder(s)
-        weights = [x for name in WEIGHT_SETTINGS if s[name] for x in ("--weight", f"{name.lower()}={s[name]}")]
-        verl_seed = verl_seed_overrides(int(s["SEED"])) if s["SEED"] else []
-        rl_data = seed / "rl.parquet"
-        if s["RL_ALGO"] == "grpo_consistent":  # each comparison and its swapped twin side by side
-            rl_data = seed / "rl_twins.parquet"
-            stages.append(Stage("twins", ["thinkj", "data", "verl-parquet", str(seed / "rl_pairs.jsonl"), str(rl_data),
-                                          "--twins", *seed_opt], rl_data, inputs={"pairs": seed / "rl_pairs.jsonl"}))
-        stages += [
-            Stage("online", ["thinkj", "train", "rl", "--engine", "verl", "--algo", s["RL_ALGO"], "--model", str(judge_sft),
-                             "--data", str(rl_data), "--out", str(online), "--preset", s["REWARD_PRESET"],
-                             *weights, "--nnodes", s["NNODES"], "--gpus-per-node", s["GPUS_PER_NODE"], *cpu,
-                             *verl_seed, *([f"trainer.total_training_steps={s['RL_STEPS']}"] if s["RL_STEPS"] else []),
-                             *_split("VERL_OVERRIDES", s["VERL_OVERRIDES"])],
-                  online / "checkpoints",
-                  inputs={"data": rl_data, "judge": judge_sft, "config": _verl_config(s["RL_ALGO"])}),
-            Stage("merge", [py, "-m", "thinkj.pipeline", "merge-verl", str(online / "checkpoints"), str(online / "hf")],
-                  online / "hf" / "config.json"),
-        ]
-        final, method = online / "hf", {"grpo": "online (GRPO)", "ppo": "online (PPO)",
-                                        "reinforce_pp": "online (Reinforce++)",
-                                        "grpo_consistent": "online (GRPO, both orders)"}.get(s["RL_ALGO"], s["RL_ALGO"])
-    evals = run / "eval" / Path(final).relative_to(train).as_posix().replace("/", "_")
-    tags = {"model": s["MODEL_NAME"], "method": method, "train_data": s["TRAIN_DATA_NAME"]}
-    tags.update({name.lower(): s[name] for name in ("W_FMT", "W_STR", "W_CON") if s[name]})
-    from thinkj.evaluation.registry import get_benchmark
-    if s["LEARNING"] == "offline":
-        tags["iteration"] = s["OFFLINE_ITERATIONS"]
-    tag_args = [x for k, v in tags.items() for x in ("--tag", f"{k}={v}")]
-    for bench in s["BENCHMARKS"].split():
-        stages.append(Stage(f"eval_{bench}", ["thinkj", "eval", "run", bench, "--model", str(final), "--backend",
-                                              s["JUDGE_BACKEND"], "--out", str(evals / bench), *tag_args,
-                                              "--max-new-tokens", s["MAX_NEW_TOKENS"], *_opt("--limit", s["EVAL_LIMIT"]),
-                                              *seed_opt, *_opt("--data", bench_data.get(bench, "")),
-                                              *(["--backend-arg", f"tensor_parallel_size={s['TP']}"]
-                                                if s["JUDGE_BACKEND"] == "vllm" else []),
-                                              *(dp if get_benchmark(bench).run is None else [])],  # own runner: 1
-                            evals / bench / f"{bench}.results.json",
-                            inputs={"model": final, **({"data": Path(bench_data[bench])} if bench in bench_data and (
-                                Path(bench_data[bench]).exists() or Path(bench_data[bench]) in planned) else {})}))
+    learning, models, methods = learning_stages(s, where)
+    stages += learning + eval_stages(s, where, models, methods, bench_data, dp)
     tables = run / "tables"
     stages.append(Stage("tables", ["thinkj", "tables", *s["TABLES"].split(), "--results", str(run / "eval"),
                                    "--out", str(tables)], tables / f"table{s['TABLES'].split()[-1]}.md"))
     return _with_settings(stages, s)
-
-
-def verl_seed_overrides(seed: int) -> list[str]:
-    """verl's Hydra overrides for one seed (its key names: :func:`thinkj.online.verl_launch.seed_overrides`)."""
-    from thinkj.online.verl_launch import seed_overrides
-
-    return seed_overrides(seed)
-
-
-def _verl_config(algo: str) -> Path:
-    from thinkj.online.verl_launch import ALGOS
-
-    return CONFIGS / "verl" / f"{ALGOS[algo]}.yaml"
 
 
 def merge_verl(checkpoints: Path, out: Path) -> None:
@@ -430,12 +423,14 @@ def _details(stage: Stage) -> dict[str, object]:
 REDO_HINT = "use another RUN_DIR, or delete that record to redo the stage and everything after it"
 
 
-def _step(stage: Stage) -> stage_runner.Step:
-    """The stage as the shared loop runs it: its command, output shown and logged, then the output checked."""
+def _step(stage: Stage, in_process: bool = False) -> stage_runner.Step:
+    """The stage as the shared loop runs it: its command, output shown and logged (or, ``in_process``, run inside
+    this process with its output in the log), then the output checked."""
 
     def work(log: Path) -> dict[str, object]:
         argv = [sys.executable if stage.argv[0] == "python" else stage.argv[0], *stage.argv[1:]]
-        status = stage_runner.run_logged(argv, log)
+        run = stage_runner.run_in_process if in_process else stage_runner.run_logged
+        status = run(argv, log)
         if status != 0:
             raise StageFailed(f"stage {stage.name} failed (exit {status}); its log: {log}")
         if not stage.output.exists():
@@ -476,7 +471,7 @@ def _run_stages(s: dict[str, str], out) -> list[str]:
         # Checked now, not hours later when the difficulty filter is done and the traces stage starts.
         raise ThinkJError(f"TEACHER_KEY_ENV={key}: the variable {key} holding the teacher's API key is not set "
                           "(the traces stage needs it; any value for a local teacher that takes none)")
-    if not dry and any(st.name == "online" and not is_done(st) for st in stages):
+    if not dry and s["RL_ENGINE"] == "verl" and any(st.name == "online" and not is_done(st) for st in stages):
         # now, not after the data stages: a missing node or no cluster at all is found in seconds
         from thinkj.online.ray_cluster import preflight
 
@@ -492,11 +487,20 @@ def _run_stages(s: dict[str, str], out) -> list[str]:
             print(stage.line, file=out, flush=True)
 
     logs = Path(s["RUN_DIR"]) / "logs"
-    outcome = stage_runner.run_steps([_step(stage) for stage in stages], policy=stage_runner.REFUSE,
+    in_process = s["IN_PROCESS"] == "1"
+    outcome = stage_runner.run_steps([_step(stage, in_process) for stage in stages], policy=stage_runner.REFUSE,
                                      hint=REDO_HINT, logs=logs, out=out, dry=dry, announce=announce)
-    if not dry:  # every stage's wall and CPU seconds (a skipped one's as recorded), as the demo's demo_stages.json
-        write_json(logs / "stage_times.json", stage_runner.timings_record(
-            outcome.seconds, outcome.cpu_seconds, ran=outcome.ran, skipped=outcome.skipped))
+    if not dry:  # every stage's wall and CPU seconds (a skipped one's as recorded)
+        times = stage_runner.timings_record(outcome.seconds, outcome.cpu_seconds, ran=outcome.ran,
+                                            skipped=outcome.skipped)
+        write_json(logs / "stage_times.json", times)
+        compared = [st.output for st in stages if st.name == "compare" and st.output.is_file()]
+        if compared:  # the rows' table on the terminal (the stage's own output went to its log)
+            from thinkj.evaluation.row_compare import print_results
+
+            print_results(json.loads(compared[0].read_text(encoding="utf-8")))
+        print(f"\nstage time {times['total_seconds']:.0f} s wall, {times['total_cpu_seconds']:.0f} s CPU; stage "
+              f"logs: {logs}/<stage>.log", file=out, flush=True)
     return outcome.ran
 
 

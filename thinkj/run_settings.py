@@ -71,6 +71,8 @@ SETTINGS: tuple[Setting, ...] = (
     _s("DEDUP_MODEL", "str", "hkunlp/instructor-large", "embedding model of the diversity filter (paper: "
                                                         "instructor-large)"),
     _s("DEDUP_THRESHOLD", "float", "0.9", "cosine similarity at or above which a pair is a duplicate"),
+    _s("DEDUP_TEXT_FIELD", "str", "instruction", "what dedup embeds: instruction | instruction+responses (a generated "
+                                                 "task repeats its instruction templates)"),
     _s("DECONTAM_ENCODER", "str", "", "embedding rule of the decontamination stage, DEDUP_MODEL's names; none = off "
                                       "[DEDUP_MODEL]"),
     _s("DECONTAM_THRESHOLD", "float", "0.95", "cosine similarity at or above which a training text copies a "
@@ -82,7 +84,13 @@ SETTINGS: tuple[Setting, ...] = (
                                                             "free 127.0.0.1 port while traces run"),
     _s("TEACHER_KEY_ENV", "str", "DEEPSEEK_API_KEY", "name of the env var holding the teacher's API key (never "
                                                      "printed)"),
-    _s("LEARNING", "str", "online", "online (verl RL) | offline (critic-guided DPO)"),
+    _s("LEARNING", "str", "online", "online (RL) | offline (critic-guided DPO) | both (each from the one SFT judge: "
+                                    "the four rows of Table 4's layout with EVAL_ROWS)"),
+    _s("RL_ENGINE", "str", "verl", "verl | trl: trl runs GRPO on one machine (the CPU demo: a verl step on 2 cores "
+                                   "costs 3-5x a TRL step, experiments/LOG.md 'RL step cost on CPU')"),
+    _s("RL_DATA", "str", "seed_set", "seed_set | source: RL prompts from the seed set's RL pairs, or from every loaded "
+                                     "training pair (label-only; the paper's online stage reads preference data "
+                                     "beyond LIMJ707)"),
     _s("RL_ALGO", "str", "grpo", "grpo | ppo | reinforce_pp (Table 4)"),
     _s("REWARD_PRESET", "str", "thinkj_qwen", "thinkj_qwen | thinkj_llama: Table 8's best weights per model "
                                               "(`thinkj rewards` lists each preset's weights)"),
@@ -105,10 +113,34 @@ SETTINGS: tuple[Setting, ...] = (
     _s("SFT_OVERRIDES", "list", "", "LlamaFactory key=value overrides of judge and critic SFT, space separated "
                                     "[the configs']"),
     _s("DPO_OVERRIDES", "list", "", "LlamaFactory key=value overrides of offline DPO, space separated [the config's]"),
+    _s("CRITIC_OVERRIDES", "list", "", "LlamaFactory key=value overrides of critic SFT, after SFT_OVERRIDES [none]"),
+    _s("CRITIC_WRONG_SIDE_EVERY", "int", "0", "with SYNTHETIC_TASK: every Nth training pair also gives the critic a "
+                                              "rule-written example arguing the side it is told when that side is "
+                                              "wrong (a small critic trained on right sides only learns to judge, not "
+                                              "to argue: 0 of 43 negatives on the tiny model) [0: none]"),
+    _s("OFFLINE_PAIRS", "str", "seed_set", "seed_set | outside_seed_set: the comparisons critic-guided pairs come "
+                                           "from: the seed set's RL pairs, or the loaded pairs the seed set does not "
+                                           "hold (the SFT judge was trained on the seed set: its pairs replay it)"),
     _s("PAIR_LIMIT", "int", "", "critic-guided pairs from the first N RL comparisons [all]"),
     _s("PAIR_MAX_NEW_TOKENS", "int", "", "generation budget of the critic-guided pairs [MODEL_PROFILE's "
                                          "max_new_tokens]"),
-    _s("RL_STEPS", "int", "", "verl trainer.total_training_steps [the config's epochs]"),
+    _s("RL_STEPS", "int", "", "RL steps: verl trainer.total_training_steps [the config's epochs], trl --steps "
+                              "[thinkj train rl's]"),
+    _s("CPU_BF16", "bool", "0", "DEVICE=cpu: bf16 autocast in training (LlamaFactory, TRL) and bf16 weights in hf "
+                                "generation, where the CPU computes bf16 natively (avx512_bf16 / AMX; emulated bf16 "
+                                "is slower than fp32)"),
+    _s("DIFFICULTY_LIMIT", "int", "", "judge only the first N loaded pairs in the difficulty filter [all]"),
+    _s("DIFFICULTY_BATCH", "int", "", "hf batch size of the difficulty filter [the backend's]"),
+    _s("PAIR_BATCH", "int", "", "hf batch size of the critic-guided pairs [the backend's]"),
+    _s("EVAL_BATCH", "int", "", "hf batch size of evaluation [the backend's]"),
+    _s("EVAL_ROWS", "list", "", "judge these models, one row each: base init offline online (a 'compare' stage then "
+                                "sets each against the row it builds on, McNemar on the same judgments) [the run's "
+                                "final model only]"),
+    _s("IN_PROCESS", "bool", "0", "run each stage's command inside the pipeline's process, its output to the "
+                                  "stage's log (saves ~5 s of imports per stage on CPU); GPU runs keep a process "
+                                  "per stage, which frees its GPU memory"),
+    _s("TRL_OVERRIDES", "list", "", "RL_ENGINE=trl: GRPORun or GRPOConfig key=value, space separated, applied last "
+                                    "(learning_rate=5e-6 num_generations=4 max_rows=256) [thinkj train rl's]"),
     _s("VERL_OVERRIDES", "list", "", "verl Hydra overrides key=value, space separated, applied last [none]"),
     _s("BENCHMARK_DATA", "list", "", "local data per benchmark, 'autoj=FILE rmbench=DIR synthetic=FILE' [each "
                                      "benchmark's hub set; synthetic: SYNTHETIC_TASK's held-out pairs; autoj, "

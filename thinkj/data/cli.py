@@ -10,6 +10,8 @@
     thinkj data table1 runs/ds
     thinkj data teacher-serve --port 8011   # scripted stand-in for R1 (synthetic task only)
     thinkj data task facts runs/cpu/task --train 64 --test 30 --seed 0   # a generated judging task's pairs
+    thinkj data critic-data runs/cpu/data/seed_set runs/cpu/data/critic_data --wrong-side-from train.jsonl --task facts
+    thinkj data exclude source.jsonl seed_set/rl_pairs.jsonl pool.jsonl   # the pairs the seed set does not hold
     thinkj data verl-parquet runs/cpu/task/train.jsonl runs/cpu/twins.parquet --twins   # both orders, for verl
     thinkj data verl-parquet rl_pairs.jsonl rl_train.parquet --val-out rl_val.parquet --val-fraction 0.1  # + held out
 
@@ -169,6 +171,37 @@ def task_cmd(
         write_jsonl(out / f"{split}.jsonl", pairs)
         counts[split] = len(pairs)
     typer.echo(json.dumps({"task": name, "seed": seed, **counts, "out": str(out)}))
+
+
+@app.command("critic-data")
+def critic_data_cmd(
+    seed_set: Path = typer.Argument(..., help="the seed set's folder (thinkj data seed-set)"),
+    out: Path = typer.Argument(..., help="folder for the critic's LlamaFactory datasets"),
+    wrong_side_from: Path = typer.Option(..., help="PreferencePair JSONL of the task's training pairs"),
+    task: str = typer.Option(..., help="the generated task whose rule argues the wrong side (fruit | facts | ...)"),
+    every: int = typer.Option(2, help="every Nth training pair gives a wrong-side example"),
+    template: str = typer.Option("critic_strength_v2", help="critic prompt template"),
+) -> None:
+    """The seed set's critic examples plus rule-written wrong-side ones, in one dataset folder."""
+    import json
+
+    from thinkj.data.critic_data import write_critic_data
+
+    typer.echo(json.dumps(write_critic_data(seed_set, out, wrong_side_from, task=task, every=every, template=template)))
+
+
+@app.command("exclude")
+def exclude_cmd(
+    pairs: Path = typer.Argument(..., help="PreferencePair JSONL"),
+    exclude: Path = typer.Argument(..., help="PreferencePair JSONL whose ids are left out"),
+    out: Path = typer.Argument(..., help="the pairs left, in their order"),
+) -> None:
+    """Write the pairs of PAIRS whose id EXCLUDE does not hold (the comparisons outside the seed set)."""
+    import json
+
+    from thinkj.data.critic_data import exclude_pairs
+
+    typer.echo(json.dumps(exclude_pairs(pairs, exclude, out)))
 
 
 @app.command("verl-parquet")

@@ -63,11 +63,21 @@ def row_fields(row: Any) -> dict[str, str]:
 
 
 def training_files(path: Path) -> list[Path]:
-    """The data files of a training-data location: the file, or the data files of a folder (not its metadata)."""
+    """The data files of a training-data location: the file, the files a LlamaFactory ``dataset_info.json`` registers,
+    or else the data files of a folder (not its metadata)."""
     if path.is_file():
         return [path]
     if not path.is_dir():
         raise ThinkJError(f"{path}: no such training data file or folder")
+    info = path / "dataset_info.json"
+    if info.is_file():  # a LlamaFactory dataset folder: exactly the files it registers (not its logs and summaries)
+        from thinkj.records import read_json
+
+        entries = read_json(info)
+        named = [path / e["file_name"] for e in (entries.values() if isinstance(entries, dict) else ())
+                 if isinstance(e, dict) and isinstance(e.get("file_name"), str)]
+        if named:
+            return sorted(set(named))
     files = sorted(p for p in path.iterdir() if p.suffix.lower() in (".json", ".jsonl", ".parquet")
                    and p.name != "dataset_info.json" and not p.name.endswith((".summary.json", ".done.json")))
     if not files:

@@ -25,8 +25,9 @@ import typer
 
 
 def rl(
-    overrides: list[str] = typer.Argument(None, help="verl: Hydra overrides (key=value) applied last; trl: GRPOConfig "
-                                                     "fields as key=value (e.g. temperature=0.7)"),
+    overrides: list[str] = typer.Argument(None, help="verl: Hydra overrides (key=value) applied last; trl: GRPORun "
+                                                     "fields (seed=1, max_rows=256, template=...) or GRPOConfig fields "
+                                                     "(temperature=0.7) as key=value, applied last"),
     engine: str = typer.Option("trl", help="trl (one machine, CPU or one GPU) | verl (GPU nodes, Ray; --device cpu here)"),
     algo: str = typer.Option("grpo", help="grpo | grpo_consistent | ppo | reinforce_pp (trl: grpo only; both orders "
                                           "in one step with --twins)"),
@@ -86,23 +87,28 @@ def rl(
     if engine == "trl":
         if algo != "grpo":
             raise typer.BadParameter("the TRL engine runs GRPO only; PPO and Reinforce++ run with --engine verl")
+        from dataclasses import fields, replace
+
         from thinkj.online.trl_grpo import GRPORun, run_trl_grpo
 
-        extra = {}
+        # a GRPORun field (seed, template, max_rows, ...) sets the run, any other key a GRPOConfig field
+        own = {f.name for f in fields(GRPORun)} - {"model", "data", "out_dir", "preset", "weights", "extra", "twins",
+                                                    "eval_data"}
+        extra, run_fields = {}, {}
         for item in overrides or []:
             key, sep, value = item.partition("=")
             if not sep:
-                raise typer.BadParameter(f"{item!r}: TRL overrides are GRPOConfig key=value")
+                raise typer.BadParameter(f"{item!r}: TRL overrides are GRPORun or GRPOConfig key=value")
             try:
-                extra[key] = json.loads(value)
+                parsed = json.loads(value)
             except (ValueError, RecursionError):  # not JSON, or JSON Python cannot hold: a string
-                extra[key] = value
-        summary = run_trl_grpo(GRPORun(model=model, data=str(data), out_dir=str(out), preset=preset, weights=weights,
-                                       steps=steps, learning_rate=lr, beta=beta, num_generations=num_generations,
-                                       prompts_per_step=prompts_per_step, max_completion_length=max_completion_length,
-                                       device=device, extra=extra, twins=twins,
-                                       eval_data=str(val_data) if val_data else None, eval_steps=eval_steps),
-                             force=force)
+                parsed = value
+            (run_fields if key in own else extra)[key] = parsed
+        run = GRPORun(model=model, data=str(data), out_dir=str(out), preset=preset, weights=weights, steps=steps,
+                      learning_rate=lr, beta=beta, num_generations=num_generations, prompts_per_step=prompts_per_step,
+                      max_completion_length=max_completion_length, device=device, extra=extra, twins=twins,
+                      eval_data=str(val_data) if val_data else None, eval_steps=eval_steps)
+        summary = run_trl_grpo(replace(run, **run_fields), force=force)
         typer.echo(json.dumps({k: v for k, v in summary.items() if k != "run"}, indent=1))
     elif engine == "verl":
         from thinkj.online.verl_launch import VerlLaunch
