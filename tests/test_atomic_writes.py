@@ -10,7 +10,6 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
-from types import SimpleNamespace
 
 import pytest
 
@@ -88,19 +87,3 @@ def test_written_file_has_the_usual_permissions(tmp_path):
     assert path.read_text() == "{}\n" and (path.stat().st_mode & 0o777) == (0o666 & ~umask)
 
 
-def test_demo_fallback_pairs_summary_is_written_atomically(tmp_path, monkeypatch):
-    """The demo's rule-based fallback rewrites the critic-pairs summary.json; a failure leaves the old one."""
-    from thinkj.demo.stages_offline import _add_rule_based_pairs
-    from thinkj.offline.build import DPO_DATASET
-    from thinkj.synthetic.fruit_task import make_pairs
-
-    out = tmp_path / "iter_1"
-    out.mkdir()
-    (out / f"{DPO_DATASET}.json").write_text("[]")
-    write_json(out / "summary.json", {"pairs": 0})
-    ctx = SimpleNamespace(plan=SimpleNamespace(task="fruit", template="judge_strength_v2", min_pairs=2))
-    _failing_replace(monkeypatch, only="summary.json")
-    with pytest.raises(OSError):
-        _add_rule_based_pairs(ctx, out, make_pairs(4, seed=1), {"pairs": 0, "counts": {}})
-    assert json.loads((out / "summary.json").read_text()) == {"pairs": 0}
-    assert not [p.name for p in out.iterdir() if p.name.endswith(".tmp")]

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from thinkj.demo.summary import learning_checks, row_metrics
+from thinkj.evaluation.row_compare import learning_checks, row_metrics
 from thinkj.prompts import get_template
 from thinkj.synthetic import fact_task
 from thinkj.synthetic.scripted_teacher import TeacherConfig, scripted_answer
@@ -92,7 +92,7 @@ def test_summary_metrics_and_checks():
 
 
 def test_paired_comparison_counts_the_judgments_only_one_row_got_right():
-    from thinkj.demo.summary import paired_comparison
+    from thinkj.evaluation.row_compare import paired_comparison
 
     def judged(rights):
         return [{"item_id": f"i{k // 2}", "order": ("original", "swapped")[k % 2], "correct": ok, "verdict": "a"}
@@ -107,55 +107,6 @@ def test_paired_comparison_counts_the_judgments_only_one_row_got_right():
     # 60 % of 10 ends its interval at 83.2 %, so only 10 of 10 (lower bound 72.2 %)... is not enough either
     assert c["accuracy_needed_for_separated_ci"] is None
     assert paired_comparison(later, later, row_metrics(later))["change_points"] == 0.0
-
-
-def test_every_demo_plan_names_a_judge_and_a_critic_template_and_a_known_online_data():
-    from thinkj.demo.plans import ONLINE_DATA, PLANS
-
-    for name in PLANS:
-        plan = PLANS[name]
-        assert get_template(plan.template).kind == "judge", name
-        assert get_template(plan.critic_template).kind == "critic", name
-        assert plan.online_data in ONLINE_DATA, name
-
-
-def test_plan_overrides_are_typed_and_named():
-    import pytest
-
-    from thinkj.demo.plans import PLANS, with_overrides
-    from thinkj.errors import ThinkJError
-
-    plan = with_overrides(PLANS["smollm2"], ["dpo_steps=16", "dpo_lr=1e-4", "cpu_bf16=false", "difficulty_pairs=null"])
-    assert (plan.dpo_steps, plan.dpo_lr, plan.cpu_bf16, plan.difficulty_pairs) == (16, 1e-4, False, None)
-    assert with_overrides(plan, ["sft_lr=1"]).sft_lr == 1.0 and isinstance(with_overrides(plan, ["sft_lr=1"]).sft_lr,
-                                                                              float)
-    for bad in (["dpo_step=16"], ["dpo_steps=1.5"], ["cpu_bf16=1"], ["template=3"], ["online_data=web"]):
-        with pytest.raises(ThinkJError):
-            with_overrides(plan, bad)
-
-
-def test_bf16_only_where_the_plan_asks_and_the_cpu_has_it(monkeypatch):
-    import thinkj.train.config as train_config
-    from thinkj.demo.plans import PLANS, hf_backend_args, uses_bf16, with_overrides
-
-    smol = PLANS["smollm2"]
-    for native in (True, False):
-        monkeypatch.setattr(train_config, "cpu_has_bf16", lambda native=native: native)
-        assert uses_bf16(smol, "training") is native and uses_bf16(smol, "generation") is native
-        assert hf_backend_args(smol, 30) == {"batch_size": 30, "dtype": "bfloat16" if native else "auto"}
-        assert hf_backend_args(PLANS["tiny"], 8)["dtype"] == "auto"  # the tiny plan stays fp32
-        fp32 = with_overrides(smol, ["bf16_generation=false"])
-        assert hf_backend_args(fp32, 30)["dtype"] == "auto" and uses_bf16(fp32, "training") is native
-
-
-def test_a_stage_run_alone_without_its_inputs_names_them(tmp_path):
-    import pytest
-
-    from thinkj.demo.runner import run_demo
-    from thinkj.errors import ThinkJError
-
-    with pytest.raises(ThinkJError, match="needs 'models'.*--only"):
-        run_demo(tmp_path / "run", model="tiny", only=["dpo"])
 
 
 def test_every_task_module_defines_the_interface_and_a_partial_one_is_named(monkeypatch):
@@ -179,20 +130,43 @@ def test_every_task_module_defines_the_interface_and_a_partial_one_is_named(monk
 
 
 def test_offline_pairs_come_from_training_pairs_outside_the_seed_set(tmp_path):
-    from thinkj.demo.runner import DemoContext
-    from thinkj.demo.stages_offline import offline_pool
-    from thinkj.records import write_jsonl
+    """``thinkj data exclude`` (the pipeline's offline_pool stage, OFFLINE_PAIRS=outside_seed_set): the training pairs
+    the seed set does not hold, in their order."""
+    from thinkj.data.critic_data import exclude_pairs
+    from thinkj.records import load_pairs, write_jsonl
     from thinkj.synthetic.fruit_task import make_pairs
 
     pairs = make_pairs(10, seed=3)
     write_jsonl(tmp_path / "train.jsonl", pairs)
-    ctx = DemoContext(tmp_path / "run")
-    ctx.artifacts["train_pairs"] = tmp_path / "train.jsonl"
-    pool, left_out = offline_pool(ctx)  # no seed set in this run: every training pair
-    assert [p.id for p in pool] == [p.id for p in pairs] and left_out == 0
-    seed_set = ctx.run_dir / "seed_set" / "rl_pairs.jsonl"  # where the seed_set stage writes it
-    seed_set.parent.mkdir(parents=True)
-    write_jsonl(seed_set, [pairs[0], pairs[2], pairs[3]])
-    pool, left_out = offline_pool(ctx)
-    assert [p.id for p in pool] == [p.id for p in pairs if p.id not in {pairs[0].id, pairs[2].id, pairs[3].id}]
-    assert left_out == 3
+    write_jsonl(tmp_path / "seed.jsonl", [])
+    assert exclude_pairs(tmp_path / "train.jsonl", tmp_path / "seed.jsonl", tmp_path / "a.jsonl")["excluded"] == 0
+    assert [p.id for p in load_pairs(tmp_path / "a.jsonl")] == [p.id for p in pairs]
+    write_jsonl(tmp_path / "seed.jsonl", [pairs[0], pairs[2], pairs[3]])
+    counts = exclude_pairs(tmp_path / "train.jsonl", tmp_path / "seed.jsonl", tmp_path / "b.jsonl")
+    assert [p.id for p in load_pairs(tmp_path / "b.jsonl")] == [p.id for p in pairs if p not in (pairs[0], pairs[2],
+                                                                                                  pairs[3])]
+    assert counts == {"n_in": 10, "n_out": 7, "excluded": 3}
+
+
+def test_critic_data_adds_wrong_side_examples_beside_the_seed_sets(tmp_path):
+    """``thinkj data critic-data``: the seed set's critic examples copied, every 2nd training pair argued for its
+    wrong side by the task's rule, both registered in one dataset_info.json."""
+    import json
+
+    from thinkj.data.critic_data import write_critic_data
+    from thinkj.export.llamafactory import write_sft_dataset
+    from thinkj.records import write_jsonl
+    from thinkj.synthetic.fruit_task import make_pairs
+
+    pairs = [p for p in make_pairs(12, seed=1) if p.label in ("a", "b")]
+    write_jsonl(tmp_path / "train.jsonl", pairs)
+    seed_set = tmp_path / "seed_set"
+    write_sft_dataset(seed_set, "thinkj_critic_sft", [([{"role": "user", "content": "q"}], "t")])
+    counts = write_critic_data(seed_set, tmp_path / "out", tmp_path / "train.jsonl", task="fruit", every=2)
+    info = json.loads((tmp_path / "out" / "dataset_info.json").read_text())
+    assert set(info) == {"thinkj_critic_sft", "thinkj_critic_wrong_side"}
+    assert counts["seed_set_examples"] == 1 and counts["wrong_side_examples"] == len(pairs[::2])
+    rows = json.loads((tmp_path / "out" / info["thinkj_critic_wrong_side"]["file_name"]).read_text())
+    wrong = {"a": "b", "b": "a"}
+    for pair, row in zip(pairs[::2], rows):  # told the wrong side, the target ends with that verdict
+        assert f"({wrong[pair.label]})" in row["messages"][-1]["content"].rsplit("Response", 1)[-1]

@@ -183,8 +183,8 @@ def test_autoj_a_judge_that_always_says_a_scores_zero():
 
 
 def test_autoj_never_tie_judge_is_bounded_by_73_2_on_the_real_set():
-    from thinkj.demo.stages_eval import shared_data_dir
     from thinkj.evaluation.loaders import load_autoj
+    from thinkj.paths import shared_data_dir
 
     path = shared_data_dir() / "auto-j" / "testdata_pairwise.jsonl"
     if not path.is_file():

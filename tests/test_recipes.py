@@ -196,7 +196,8 @@ def test_reproduce_cpu_is_its_recipe_plus_the_model_and_task_stages(model, share
     old = _out([THINKJ, "run", recipe, "--dry-run", *sets], _env(run_dir, **env))
     prep_lines = 2 * len(prepared)  # "# stage x" and its command
     assert ran.splitlines()[prep_lines:] == old.splitlines()
-    assert f"thinkj data task {'fruit' if model == 'tiny' else 'facts'} {run_dir}/task --train 64" in ran
+    task = "fruit --train 64" if model == "tiny" else "facts --train 256"  # smollm2-cpu is the demo's sizes
+    assert f"thinkj data task {task.split()[0]} {run_dir}/task {' '.join(task.split()[1:])}" in ran
 
 
 def test_cpu_settings_fill_in_only_what_is_not_given(tmp_path):

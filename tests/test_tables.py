@@ -175,26 +175,6 @@ def test_demo_layout(tmp_path):
     assert (tmp_path / "out" / "tabledemo_synthetic.png").exists()
 
 
-def test_smoke_report_stage(tmp_path):
-    from thinkj.demo.runner import DemoContext
-    from thinkj.tables.report import report
-
-    ctx = DemoContext(tmp_path / "run")
-    empty = report(ctx)
-    assert empty["table"] is None and not (ctx.run_dir / "report" / "demo_table.md").exists()
-    assert "No evaluation results" in (ctx.run_dir / "report" / "report.md").read_text()
-
-    (ctx.run_dir / "online").mkdir(parents=True)
-    (ctx.run_dir / "online" / "reward_curve.png").write_bytes(b"\x89PNG\r\n\x1a\n")
-    ctx.artifacts["results"] = demo_results(ctx.stage("evaluation"))
-    summary = report(ctx)
-    table = (ctx.run_dir / "report" / "demo_table.md").read_text()
-    assert cells_of(table, "init")[1] == "62.5"
-    assert summary["accuracy"] == {"base": 50.0, "init": 62.5, "offline": None, "online": None}
-    listing = (ctx.run_dir / "report" / "report.md").read_text()
-    assert "online/reward_curve.png" in listing and "report/tabledemo_synthetic.png" in listing
-
-
 def scored(benchmark: str, records: list[dict], unparsed_half: bool = False, protocol: str = "single", **tags) -> dict:
     """The results document ``thinkj eval run`` writes for these judgment records (its own scorer and wrapper)."""
     from thinkj.evaluation.run import EvalConfig, results_document

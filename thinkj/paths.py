@@ -41,3 +41,8 @@ def stage_dir(run: Path, stage: str) -> Path:
     path = run / stage
     path.mkdir(parents=True, exist_ok=True)
     return path
+
+
+def shared_data_dir() -> Path:
+    """The real benchmark slices beside the checkout (``../shared/data``; THINKJ_SHARED_DATA elsewhere)."""
+    return Path(os.environ.get("THINKJ_SHARED_DATA", PROJECT_ROOT.parent / "shared" / "data"))

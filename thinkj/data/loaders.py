@@ -24,7 +24,7 @@ import random
 import re
 import zlib
 from collections.abc import Callable, Iterator
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -378,13 +378,9 @@ def mapped_row(mapping: dict[str, Any]) -> Callable[[dict[str, Any]], Converted]
     return convert
 
 
-# This project's own PreferencePair JSONL (a generated task's pairs, another run's output) as a source: the generic
-# loader with the record's own field names.
-PAIRS_COLUMN_MAP = {"messages": "messages", "response_1": "response_a", "response_2": "response_b", "label": "label",
-                    "strength": "strength"}
 
 CONVERTERS: dict[str, Callable[[dict[str, Any]], Converted]] = {
-    "skywork": skywork_row, "helpsteer2": helpsteer2_row, "hh_rlhf": hh_rlhf_row, "pairs": mapped_row(PAIRS_COLUMN_MAP),
+    "skywork": skywork_row, "helpsteer2": helpsteer2_row, "hh_rlhf": hh_rlhf_row,
 }
 
 
@@ -447,10 +443,12 @@ def load_source(kind: str, location: str | os.PathLike | None = None, *, split: 
         if not column_map:
             raise ThinkJError("the generic loader needs a column_map")
         convert = mapped_row(column_map)
+    elif kind == "pairs":  # already PreferencePairs: kept as they are (ids, positions, meta)
+        return _load_pairs(str(location), limit=limit, skip_invalid=skip_invalid, source_name=source_name)
     elif kind in CONVERTERS:
         convert = CONVERTERS[kind]
     else:
-        raise UnknownNameError(f"unknown source kind {kind!r}; choose from {', '.join([*CONVERTERS, 'generic'])}")
+        raise UnknownNameError(f"unknown source kind {kind!r}; choose from {', '.join([*CONVERTERS, 'pairs', 'generic'])}")
     local = _is_local(location)
     split = split or defaults.get("split", "train")
     if not local and data_dir is None:
@@ -493,6 +491,33 @@ def load_source(kind: str, location: str | os.PathLike | None = None, *, split: 
             continue
         built.append((f"{stem}-{row_no}", messages, chosen, rejected, tie, strength, meta))
     pairs = shuffle_positions(built, name, seed)
+    summary.pairs = len(pairs)
+    summary.label_a = sum(p.label == "a" for p in pairs)
+    summary.label_b = sum(p.label == "b" for p in pairs)
+    summary.ties = sum(p.label == "tie" for p in pairs)
+    return pairs, summary
+
+
+def _load_pairs(location: str, *, limit: int | None, skip_invalid: bool,
+                source_name: str | None) -> tuple[list[PreferencePair], LoadSummary]:
+    """A PreferencePair JSONL as it is: each row checked by the record contract (file, line and field named), its
+    id, positions and meta kept (a generated task's pairs are placed already: half with the better response at (a)),
+    ``source`` set to ``source_name`` when given."""
+    summary = LoadSummary(source=source_name or "pairs", location=location)
+    pairs: list[PreferencePair] = []
+    for row_no, row in read_rows(location):
+        if limit is not None and len(pairs) >= limit:
+            break
+        summary.rows += 1
+        if isinstance(row, RecordError):
+            _reject(summary, skip_invalid, row)
+            continue
+        try:
+            pair = PreferencePair.from_dict(row if isinstance(row, dict) else {"(row)": row})
+        except RecordError as err:
+            _reject(summary, skip_invalid, RecordError(str(err), path=location, line=row_no))
+            continue
+        pairs.append(replace(pair, source=source_name) if source_name else pair)
     summary.pairs = len(pairs)
     summary.label_a = sum(p.label == "a" for p in pairs)
     summary.label_b = sum(p.label == "b" for p in pairs)
