@@ -1,19 +1,18 @@
-"""Running an ordered list of stages with completion records: the one loop behind the reproduction pipeline
-(:mod:`thinkj.pipeline`, a shell command per stage) and the demo (:mod:`thinkj.demo.runner`, a Python function per
-stage).
+"""Running an ordered list of stages with completion records: the loop behind the reproduction pipeline
+(:mod:`thinkj.pipeline`, a command per stage; ``make demo`` is that pipeline with a CPU recipe).
 
 A stage is done only when its completion record ``<name>.done.json`` exists, parses, and was made with the same
 settings and on the same input content (the sha256 of each local file or folder it read). The record is the
-stage's last act (temp file + rename), and one writer makes it for both callers: ``stage``, ``settings``,
-``inputs`` (role -> ``sha256:…`` or null), ``paths`` (role -> path), ``seconds`` and ``cpu_seconds``, what the
-caller adds (the pipeline: command, output, counts; the demo: summary, artifacts, outputs), ``finished``.
+stage's last act (temp file + rename), made by one writer: ``stage``, ``settings``, ``inputs`` (role ->
+``sha256:…`` or null), ``paths`` (role -> path), ``seconds`` and ``cpu_seconds``, what the caller adds (the
+pipeline: command, output, counts; a caller may also record its outputs' content, ``outputs``), ``finished``.
 
 A record that does not match is handled by the caller's policy: ``REFUSE`` (the pipeline) stops the run in one
 line naming the setting or the input that differs -- reusing it would hand later stages another experiment's
-output; ``REDO`` (the demo) runs the stage again. A record that cannot be read, or is not a JSON object with its
-settings, is not a completion record under either policy. After a stage that runs, every later stage runs too, on
-its new output. Each stage's output goes to ``<logs>/<stage>.log``; the terminal gets one progress line per stage
-(``[ i/n] name  wall s (cpu s)  brief``).
+output; ``REDO`` runs the stage again (the removed demo runner's policy; the pipeline uses ``REFUSE``). A record
+that cannot be read, or is not a JSON object with its settings, is not a completion record under either policy.
+After a stage that runs, every later stage runs too, on its new output. Each stage's output goes to
+``<logs>/<stage>.log``; the terminal gets one progress line per stage (``[ i/n] name  wall s (cpu s)  brief``).
 """
 
 from __future__ import annotations
@@ -90,7 +89,7 @@ def mismatch(record: dict[str, Any], settings: Mapping[str, Any], inputs: Callab
              ) -> tuple[str, str] | None:
     """How ``record`` differs from the stage as it would run now: ``("settings", "K='a' then, 'b' now; …")``,
     ``("inputs", "<path> sha256:… then, sha256:… now; …")``, ``("outputs", …)`` when a record that lists its
-    outputs' content (the demo's) no longer finds it where ``outputs(record)`` says they are now (its
+    outputs' content (none of the pipeline's) no longer finds it where ``outputs(record)`` says they are now (its
     ``output_paths`` without it), ``("damaged", …)``, or ``None`` when it matches. ``inputs`` is called only when
     the settings match (hashing a model folder costs seconds)."""
     before, now = record["settings"], _as_json(dict(settings))

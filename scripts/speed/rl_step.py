@@ -188,9 +188,9 @@ def run_trl(setting: str, model: str, data: Path, out: Path, args: argparse.Name
     return [{**trl_breakdown(s), "completion_tokens": n} for s, n in zip(clock.steps, lengths)]
 
 
-# The demo's online stage (thinkj/demo/stages_online.py): bf16 autocast for the loss where the CPU has native bf16
-# (the demo's cpu_bf16), no gradient checkpointing. "before" is that with TRL's own rollouts; the middle settings
-# add one change each; "after" is GRPORun's defaults.
+# The demo's online stage (configs/recipes/smollm2-cpu.yaml: RL_ENGINE=trl, cpu_bf16, gradient_checkpointing=false in
+# trl_overrides): bf16 autocast for the loss where the CPU has native bf16, no gradient checkpointing. "before" is
+# that with TRL's own rollouts; the middle settings add one change each; "after" is GRPORun's defaults.
 DEMO_EXTRA = {"gradient_checkpointing": False, "bf16": True}
 TRL_SETTINGS: dict[str, dict[str, Any]] = {
     "before": {"shared_prefix": False, "rollout_bf16": False, "extra": DEMO_EXTRA},

@@ -2,5 +2,6 @@
 
 ``specs`` (declarative benchmark rules, cited), ``loaders`` (data -> comparisons), ``run`` (judge both orders
 through the cache, write records and results JSON), ``metrics`` (scores from records alone), ``scalar``
-(Bradley-Terry classifiers), ``cli`` (``thinkj eval run|score``). The demo's evaluation stage is ``thinkj.demo.stages_eval``.
+(Bradley-Terry classifiers), ``cli`` (``thinkj eval run|score|compare``), ``row_compare`` (the demo's rows set against
+each other on the same judgments: the pipeline's ``compare`` stage).
 """

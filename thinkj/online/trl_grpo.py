@@ -1,7 +1,7 @@
 """GRPO with the Think-J reward on one machine, through TRL's ``GRPOTrainer`` (CPU or a single GPU).
 
-    # tiny model, CPU, a few steps (what `thinkj smoke` and the tests run)
-    thinkj train rl --engine trl --algo grpo --model runs/tiny/model --data runs/smoke/synthetic_data/train.jsonl \\
+    # tiny model, CPU, a few steps (what the tests run; make demo's online stage is this with SmolLM2)
+    thinkj train rl --engine trl --algo grpo --model runs/tiny/model --data runs/demo-tiny_seed0/task/train.jsonl \\
         --out runs/cpu/online_trl --steps 4 --num-generations 4 --max-completion-length 32
     # one GPU, a real judge, the paper's GRPO learning rate and KL coefficient (Table 11)
     thinkj train rl --engine trl --algo grpo --model runs/qwen7b/judge_sft --data data/verl/train.parquet \\
@@ -18,7 +18,7 @@ logged beside them.
 Both orders in one step (``--twins step``: J1; ``--twins union``: J4R's one group of both orders; the consistency
 term with ``--weight w_con=...``; ``thinkj.rewards.twins`` has our reading)::
 
-    thinkj train rl --engine trl --model runs/demo/init --data pairs.jsonl --out runs/cpu/online_twins \
+    thinkj train rl --engine trl --model runs/demo_seed0/train/judge_sft --data pairs.jsonl --out runs/x/online_twins \
         --twins union --weight w_con=1.0 --num-generations 4 --prompts-per-step 1 --steps 12
 """
 
