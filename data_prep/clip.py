@@ -2,7 +2,7 @@
 
     python -m data_prep.clip runs/limj/traces/traces.jsonl runs/limj/clip/clipped.jsonl \
         --tokenizer Qwen/Qwen2.5-7B-Instruct          # length statistics in the student's tokens
-    python -m data_prep.clip runs/smoke/teacher_traces/traces.jsonl /tmp/clipped.jsonl   # whitespace words
+    python -m data_prep.clip runs/cpu/tiny/data/traces/traces.jsonl /tmp/clipped.jsonl   # whitespace words
 
 Same as ``thinkj data clip``; writes ``<out>.summary.json`` with the length statistics before and after.
 """

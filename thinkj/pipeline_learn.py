@@ -154,32 +154,49 @@ def _online_stages(s: Mapping[str, str], w: Where, judge_sft: Path, models: dict
     pairs = w.seed / "rl_pairs.jsonl" if s["RL_DATA"] == "seed_set" else w.source
     cpu = ["--device", "cpu"] if s["DEVICE"] == "cpu" else []
     stages: list[Stage] = []
+    val: list[str] = []
+    if float(s["RL_VAL_FRACTION"] or 0) > 0:  # held-out pairs judged during RL (both engines read the parquets)
+        folder = w.run / "data" / "rl_split"
+        twins = s["RL_ALGO"] == "grpo_consistent" and s["RL_ENGINE"] == "verl"  # verl's twins are rows 2k, 2k+1
+        train_part = folder / f"rl_train{'_twins' if twins else ''}.parquet"
+        stages.append(Stage("rl_split", ["thinkj", "data", "verl-parquet", str(pairs), str(train_part),
+                                         *(["--twins"] if twins else []),
+                                         "--val-out", str(folder / "rl_val.parquet"), "--val-fraction",
+                                         s["RL_VAL_FRACTION"], *opt("--seed", s["SEED"])],
+                            folder / "rl_val.parquet", inputs={"pairs": pairs}))
+        pairs, val = train_part, ["--val-data", str(folder / "rl_val.parquet")]
     if s["RL_ENGINE"] == "trl":  # reads the pairs JSONL; both orders in one step is its --twins step
         twins = ["--twins", "step"] if s["RL_ALGO"] == "grpo_consistent" else []
-        over = [*([f"seed={s['SEED']}"] if s["SEED"] else []), *(["bf16=true"] if bf16(s) else []),
-                *_split("TRL_OVERRIDES", s["TRL_OVERRIDES"])]
+        given = _split("TRL_OVERRIDES", s["TRL_OVERRIDES"])
+        keys = {item.partition("=")[0] for item in given}  # TRL_OVERRIDES win over what SEED and CPU_BF16 set
+        over = [item for item in [*([f"seed={s['SEED']}"] if s["SEED"] else []), *(["bf16=true"] if bf16(s) else [])]
+                if item.partition("=")[0] not in keys] + given
         stages.append(Stage("online", ["thinkj", "train", "rl", "--engine", "trl", "--algo", "grpo", *twins,
-                                       "--model", str(judge_sft), "--data", str(pairs), "--out", str(online),
+                                       "--model", str(judge_sft), "--data", str(pairs), *val, "--out", str(online),
                                        "--preset", s["REWARD_PRESET"], *weights, *cpu,
                                        *opt("--steps", s["RL_STEPS"]), *over],
-                            online / "model" / "config.json", inputs={"data": pairs, "judge": judge_sft}))
+                            online / "model" / "config.json",
+                            inputs={"data": pairs, "judge": judge_sft, **({"val": Path(val[1])} if val else {})}))
         models["online"] = online / "model"
         return stages
     rl_data = w.seed / "rl.parquet"
     twins = ["--twins"] if s["RL_ALGO"] == "grpo_consistent" else []  # each comparison and its swapped twin
-    if twins or s["RL_DATA"] == "source":
+    if val:
+        rl_data = pairs  # rl_split wrote it, twins included
+    elif twins or s["RL_DATA"] == "source":
         rl_data = w.run / "data" / "rl_data" / f"rl{'_twins' if twins else ''}.parquet"
         stages.append(Stage("rl_data", ["thinkj", "data", "verl-parquet", str(pairs), str(rl_data), *twins,
                                         *opt("--seed", s["SEED"])], rl_data, inputs={"pairs": pairs}))
     verl_seed = verl_seed_overrides(int(s["SEED"])) if s["SEED"] else []
     stages += [
         Stage("online", ["thinkj", "train", "rl", "--engine", "verl", "--algo", s["RL_ALGO"], "--model", str(judge_sft),
-                         "--data", str(rl_data), "--out", str(online), "--preset", s["REWARD_PRESET"],
+                         "--data", str(rl_data), *val, "--out", str(online), "--preset", s["REWARD_PRESET"],
                          *weights, "--nnodes", s["NNODES"], "--gpus-per-node", s["GPUS_PER_NODE"], *cpu,
                          *verl_seed, *([f"trainer.total_training_steps={s['RL_STEPS']}"] if s["RL_STEPS"] else []),
                          *_split("VERL_OVERRIDES", s["VERL_OVERRIDES"])],
               online / "checkpoints",
-              inputs={"data": rl_data, "judge": judge_sft, "config": verl_config(s["RL_ALGO"])}),
+              inputs={"data": rl_data, "judge": judge_sft, "config": verl_config(s["RL_ALGO"]),
+                      **({"val": Path(val[1])} if val else {})}),
         Stage("merge", ["python", "-m", "thinkj.pipeline", "merge-verl", str(online / "checkpoints"),
                         str(online / "hf")], online / "hf" / "config.json"),
     ]

@@ -124,6 +124,10 @@ SETTINGS: tuple[Setting, ...] = (
     _s("PAIR_LIMIT", "int", "", "critic-guided pairs from the first N RL comparisons [all]"),
     _s("PAIR_MAX_NEW_TOKENS", "int", "", "generation budget of the critic-guided pairs [MODEL_PROFILE's "
                                          "max_new_tokens]"),
+    _s("RL_VAL_FRACTION", "float", "0", "share of the RL pairs held out (whole questions) and judged in both orders "
+                                        "during RL: verl every trainer.test_freq steps, TRL every eval_steps (held-out "
+                                        "accuracy per order, pair accuracy, (a) share; `thinkj train curves`) [0: "
+                                        "none, every pair trains, as in the paper]"),
     _s("RL_STEPS", "int", "", "RL steps: verl trainer.total_training_steps [the config's epochs], trl --steps "
                               "[thinkj train rl's]"),
     _s("CPU_BF16", "bool", "0", "DEVICE=cpu: bf16 autocast in training (LlamaFactory, TRL) and bf16 weights in hf "

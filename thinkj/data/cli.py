@@ -153,7 +153,7 @@ def task_cmd(
     seed: int = typer.Option(0),
 ) -> None:
     """Write a generated task's training and held-out pairs: the training source and the held-out benchmark of a
-    CPU rehearsal (``TRAIN_SOURCE=generic``, ``BENCHMARK_DATA=synthetic=<out>/test.jsonl``)."""
+    CPU recipe (``TRAIN_SOURCE=pairs``, ``BENCHMARK_DATA=synthetic=<out>/test.jsonl``)."""
     import json
 
     from thinkj.checks import check_output_dir, check_range

@@ -1,7 +1,7 @@
 """Table 1 of the paper (count after each filter while building LIMJ707), regenerated from stage summaries.
 
     thinkj data table1 runs/limj
-    thinkj data table1 runs/smoke --initial 10000
+    thinkj data table1 runs/cpu/tiny/data --initial 10000
 
 Every data-selection stage writes a ``*.summary.json`` with ``"stage"``, ``"n_in"`` and ``"n_out"``. This
 module finds them under the run folder (any depth), takes the initial count from the difficulty stage's

@@ -1,8 +1,8 @@
 """Rows of Table 4's layout set against each other on the same held-out judgments: ``thinkj eval compare``.
 
-    thinkj eval compare base=runs/demo/eval/base init=runs/demo/eval/judge_sft \
-        offline=runs/demo/eval/offline_iter_1_model online=runs/demo/eval/online_trl_grpo_thinkj_qwen_model \
-        --out runs/demo/compare
+    thinkj eval compare base=runs/demo_seed0/eval/base init=runs/demo_seed0/eval/judge_sft \
+        offline=runs/demo_seed0/eval/offline_iter_1_model online=runs/demo_seed0/eval/online_trl_grpo_thinkj_qwen_model \
+        --out runs/demo_seed0/compare
 
 Each ``ROW=FOLDER`` is an evaluation folder (``thinkj eval run ... --out FOLDER/<benchmark>``); rows are base, init
 (SFT), offline (critic-guided DPO + SFT term) and online (RL). From the judgment records of one benchmark

@@ -10,9 +10,9 @@ A call that failed after the backend's retries (a server backend) drops its comp
 counts) the dataset and summary are written and :class:`~thinkj.errors.StageIncomplete` is raised (exit 1), and
 rerunning the same command asks only for the failed calls (:mod:`thinkj.inference.failures`).
 
-    thinkj train critic-pairs --pairs runs/x/synthetic_data/train.jsonl --judge runs/x/sft/judge_sft \\
+    thinkj train critic-pairs --pairs runs/x/task/train.jsonl --judge runs/x/train/judge_sft \\
         --critic runs/x/sft/critic_sft --out runs/x/offline/iter_1/data --backend hf
-    thinkj train sampling-pairs --pairs train.jsonl --judge runs/x/sft/judge_sft --out runs/x/offline_sampling -n 8
+    thinkj train sampling-pairs --pairs train.jsonl --judge runs/x/train/judge_sft --out runs/x/offline_sampling -n 8
     thinkj train baseline-data --pairs train.jsonl --out runs/x/baselines [--rs-model MODEL -n 8]
 """
 

@@ -2,7 +2,7 @@
 
     thinkj tables 4 --results runs/ --out runs/tables
     thinkj tables 2 3 4 --results 'runs/**/results*.json' --format both
-    thinkj tables demo --results runs/smoke/evaluation
+    thinkj tables demo --results runs/demo_seed0/eval
     thinkj tables rewardbench2 judgebench --results runs/eval      # our runs only (not in the paper)
 
 Modules: ``specs`` (which tags and metrics fill which cell, declarative), ``results`` (reading results

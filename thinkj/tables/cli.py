@@ -2,7 +2,7 @@
 
     thinkj tables 4 --results runs/ --out runs/tables                       # Table 4, Markdown + PNG
     thinkj tables 2 3 4 8 --results 'runs/**/*.json' --format both          # several, Markdown and LaTeX
-    thinkj tables demo --results runs/smoke/evaluation --out runs/smoke/report
+    thinkj tables demo --results runs/demo_seed0/eval --out runs/demo_seed0/tables
     thinkj tables rewardbench2 judgebench --results runs/eval               # our runs only: not in the paper
     thinkj tables --list                                                    # what each table matches on
 

@@ -2,7 +2,7 @@
 
     # judge SFT on the tiny model, CPU, in-process (fp32, no DeepSpeed), 3 steps
     thinkj train sft judge_sft --model tiny model_name_or_path=runs/tiny/model \\
-        dataset_dir=runs/smoke/seed_set/lf max_steps=3 --run-dir runs/cpu
+        dataset_dir=runs/cpu/tiny/data/seed_set max_steps=3 --run-dir runs/cpu
     # the same stage on an 8-GPU node (prints then runs torchrun ... -m thinkj.train.lf_launcher <config>)
     thinkj train sft configs/llamafactory/judge_sft.yaml --model qwen2.5-7b-instruct dataset_dir=data/lf \\
         --run-dir runs/qwen7b --global-batch 64
