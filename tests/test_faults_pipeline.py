@@ -139,12 +139,10 @@ def test_an_edited_model_profile_is_another_input(tmp_path, monkeypatch):
     import shutil
 
     import thinkj.models.profiles as pipeline_profiles
-    import thinkj.pipeline as pipeline
 
     configs = tmp_path / "configs"
     shutil.copytree(ROOT / "configs", configs)
-    monkeypatch.setattr(pipeline, "CONFIGS", configs)
-    monkeypatch.setattr(pipeline_profiles, "CONFIGS", configs)  # where the profile is read
+    monkeypatch.setattr(pipeline_profiles, "CONFIGS", configs)  # where profiles and engine configs are read
     base = {"RUN_DIR": str(tmp_path / "run"), "REWARD_PRESET": "thinkj_qwen"}
     _finish(plan(settings(base)), upto="difficulty")
     assert is_done(next(s for s in plan(settings(base)) if s.name == "difficulty"))

@@ -72,17 +72,23 @@ def test_held_out_pairs_are_judged_during_rl_and_kept_out_of_its_training_data(f
     assert {"eval_judge/acc_original", "eval_judge/acc_swapped", "eval_judge/pair_acc", "eval_judge/a_share"} <= logged
 
 
-def test_a_changed_dpo_setting_is_refused_but_leaves_the_online_branch_alone(finished, tmp_path):
-    """The online branch does not depend on the offline branch's settings (OFFLINE_BRANCH): a new DPO override
-    is refused at the offline stage, naming it, and a dry run with the online settings changed plans a new online
-    folder beside the first."""
-    import shutil
-
+def test_a_changed_dpo_setting_redoes_the_offline_branch_only(finished):
+    """The online branch does not depend on the offline branch's settings (OFFLINE_BRANCH). A new DPO override is
+    refused at the offline stage, naming it; with that record deleted, the rerun redoes DPO and the offline row's
+    evaluation, and skips the online run and its evaluation as done. A dry run with a weight changed plans a new
+    online folder beside the first. Broken on purpose: with the offline stages' settings accumulated into every
+    later stage (no OFFLINE_BRANCH), the rerun stopped at the online stage, 'done with other settings'.
+    (Last in this file: it changes the module's run folder.)"""
     run_dir, _ = finished
-    copy = tmp_path / "run"
-    shutil.copytree(run_dir, copy)
-    proc = _run(copy, "dpo_overrides=max_steps=5")
-    assert proc.returncode != 0 and "DPO_OVERRIDES" in proc.stdout + proc.stderr
-    dry = _run(copy, "w_str=0.0", "dry_run=1")
+    proc = _run(run_dir, "dpo_overrides=max_steps=5")
+    said = proc.stdout + proc.stderr
+    assert proc.returncode != 0 and "stage offline was done with other settings" in said and "DPO_OVERRIDES" in said
+    dry = _run(run_dir, "w_str=0.0", "dry_run=1")
     assert dry.returncode == 0, dry.stderr[-2000:]
     assert "online_trl_grpo_thinkj_qwen_w_str0.0" in dry.stdout
+    (run_dir / "train" / "offline" / "offline.done.json").unlink()
+    again = _run(run_dir, "dpo_overrides=max_steps=5")
+    assert again.returncode == 0, again.stdout[-3000:] + again.stderr[-2000:]
+    times = json.loads((run_dir / "logs" / "stage_times.json").read_text())
+    assert {"offline", "eval_offline_synthetic", "compare"} <= set(times["ran"])
+    assert {"online", "eval_online_synthetic", "eval_init_synthetic", "critic_sft"} <= set(times["skipped"])

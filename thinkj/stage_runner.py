@@ -268,21 +268,36 @@ class Outcome:
     cpu_seconds: dict[str, float] = field(default_factory=dict)
 
 
+def _reads_new(step: Step, redone: list[Path], any_ran: bool) -> bool:
+    """Whether ``step`` must run because a stage before it ran: it reads a file inside a redone stage's folder, or
+    it declares no inputs (so nothing shows it does not)."""
+    if not any_ran:
+        return False
+    paths = [Path(p) for p in step.inputs().values()]
+    if not paths:
+        return True
+    return any(path == folder or path.is_relative_to(folder) for path in paths for folder in redone)
+
+
 def run_steps(steps: Sequence[Step], *, policy: str, logs: Path, hint: str = "", out: TextIO | None = None,
               only: Collection[str] | None = None, dry: bool = False,
               announce: Callable[[Step, str], None] | None = None) -> Outcome:
-    """Run the stages in order, skipping each one that is done (until one runs: every later one runs on its new
-    output). ``only`` names the stages to run whether done or not; the others are only restored from their records
+    """Run the stages in order, skipping each one that is done. Once a stage runs, a later one runs too when it
+    reads what a stage that ran made (an input inside that stage's folder) or declares no inputs (nothing shows
+    what it reads); any other later stage is still checked against its record, so a branch that does not read the
+    redone stage's output (the online run beside a redone DPO) is kept. ``only`` names the stages to run whether
+    done or not; the others are only restored from their records
     (when done) so the named ones find what they need, and get no progress line. ``dry`` runs nothing (the stages
     count as run). ``announce(step, "skip" | "start")`` prints the caller's own line for those events; without it a
     skipped stage gets a progress line saying so."""
     out = sys.stdout if out is None else out
     shown = {s.name: i for i, s in enumerate((s for s in steps if only is None or s.name in only), 1)}
     outcome = Outcome()
+    redone: list[Path] = []  # the folders of the stages that ran: what they made is new
     for step in steps:
         listed = only is None or step.name in only
         record, why = None, ""
-        if not outcome.ran and not step.always and not (only is not None and listed):
+        if not step.always and not (only is not None and listed) and not _reads_new(step, redone, bool(outcome.ran)):
             record, why = step.check(policy, hint)
         if record is not None:
             outcome.skipped.append(step.name)
@@ -303,6 +318,7 @@ def run_steps(steps: Sequence[Step], *, policy: str, logs: Path, hint: str = "",
         if announce is not None:
             announce(step, "start")
         outcome.ran.append(step.name)
+        redone.append(step.record.parent)
         if dry:
             continue
         i, log = shown[step.name], logs / f"{step.name}.log"
