@@ -77,7 +77,8 @@ def test_a_changed_dpo_setting_redoes_the_offline_branch_only(finished):
     refused at the offline stage, naming it; with that record deleted, the rerun redoes DPO and the offline row's
     evaluation, and skips the online run and its evaluation as done. A dry run with a weight changed plans a new
     online folder beside the first. Broken on purpose: with the offline stages' settings accumulated into every
-    later stage (no OFFLINE_BRANCH), the rerun stopped at the online stage, 'done with other settings'.
+    later stage (no OFFLINE_BRANCH), the rerun stopped at the online branch's first stage (rl_split), 'done with
+    other settings (DPO_OVERRIDES=...)'.
     (Last in this file: it changes the module's run folder.)"""
     run_dir, _ = finished
     proc = _run(run_dir, "dpo_overrides=max_steps=5")
