@@ -11,7 +11,8 @@ A record that does not match is handled by the caller's policy: ``REFUSE`` (the 
 line naming the setting or the input that differs -- reusing it would hand later stages another experiment's
 output; ``REDO`` runs the stage again (the removed demo runner's policy; the pipeline uses ``REFUSE``). A record
 that cannot be read, or is not a JSON object with its settings, is not a completion record under either policy.
-After a stage that runs, every later stage runs too, on its new output. Each stage's output goes to
+After a stage that runs, a later stage runs too when it reads what a stage that ran made (or declares no inputs);
+the others are still checked against their records. Each stage's output goes to
 ``<logs>/<stage>.log``; the terminal gets one progress line per stage (``[ i/n] name  wall s (cpu s)  brief``).
 """
 
