@@ -35,27 +35,6 @@ FAILURE_HELP = ("share of generation calls that may fail after retries (server d
                 "exit status 0; the results are incomplete either way")
 
 
-def _pairs(values: list[str] | None, what: str) -> dict[str, object]:
-    out: dict[str, object] = {}
-    for item in values or []:
-        if "=" not in item:
-            raise typer.BadParameter(f"{what} must look like key=value, got {item!r}", param_hint=what)
-        key, value = item.split("=", 1)
-        out[key.strip()] = value
-    return out
-
-
-def _typed(values: dict[str, object]) -> dict[str, object]:
-    """Backend arguments: numbers and booleans as JSON, anything else as a string."""
-    typed = {}
-    for key, value in values.items():
-        try:
-            typed[key] = json.loads(str(value))
-        except (ValueError, RecursionError):  # not JSON, or JSON Python cannot hold: a string
-            typed[key] = value
-    return typed
-
-
 @app.command()
 def run(benchmark: str = typer.Argument(..., help=BENCH_HELP),
         model: str = typer.Option(..., help="model directory or name (the judge, or the classifier)"),
@@ -105,7 +84,10 @@ def run(benchmark: str = typer.Argument(..., help=BENCH_HELP),
     if template not in get_benchmark(benchmark).templates:  # a benchmark's own prompts are not registered templates
         check_template_kind("--template", template, ("judge", "direct", "double_score"))
     check_output_dir("--out", out)
-    kwargs = _typed(_pairs(backend_arg, "--backend-arg"))
+    from thinkj.overrides import as_text, json_or_text, parse_key_values
+
+    kwargs = parse_key_values(backend_arg, "--backend-arg", json_or_text, example="e.g. tensor_parallel_size=4")
+    tags = parse_key_values(tag, "--tag", as_text, example="e.g. --tag model=Qwen2.5-7B-Instruct")
     check_backend_args(backend, kwargs)
     if backend in ("hf", "vllm", "classifier"):  # before the benchmark loads: a missing model folder fails at once
         check_model_source(model)
@@ -115,7 +97,7 @@ def run(benchmark: str = typer.Argument(..., help=BENCH_HELP),
         max_new_tokens = generation_budget(profile)
     cfg = EvalConfig(benchmark, model, backend, template, data, split, limit, out,
                      SamplingParams(temperature=temperature, top_p=top_p, max_new_tokens=max_new_tokens, seed=seed),
-                     {k: str(v) for k, v in _pairs(tag, "--tag").items()}, protocol, unparsed_half, chunk, kwargs,
+                     tags, protocol, unparsed_half, chunk, kwargs,
                      context_length, tokenizer, max_failure_rate=max_failure_rate, data_parallel=data_parallel)
     # The one import back up the floors: the training-overlap rules are data selection's (thinkj.data.decontaminate,
     # which reads the benchmarks through thinkj.evaluation.registry); evaluation only asks them, at the command line.

@@ -30,9 +30,10 @@ _PROFILE_HELP = "model profile (configs/models/) giving the default budget [qwen
 
 
 def _backend_kwargs(items: list[str] | None) -> dict:
-    from thinkj.train.config import parse_overrides
+    """``--backend-arg`` items, YAML-typed as they always were here (``tensor_parallel_size=8`` a number)."""
+    from thinkj.overrides import parse_key_values, yaml_scalar
 
-    return parse_overrides(items or [])
+    return parse_key_values(items, "--backend-arg", yaml_scalar, example="e.g. tensor_parallel_size=8")
 
 
 def _check_numbers(*, limit: int | None = None, max_new_tokens: int | None = None, seed: int | None = None,
@@ -160,16 +161,17 @@ def offline(pairs: Path = typer.Option(..., help="PreferencePair JSONL (training
 
     _check_numbers(limit=limit, max_new_tokens=max_new_tokens, seed=seed, at_least_one=(("--iterations", iterations),))
     check_device("--device", device)
-    dpo_overrides = parse_overrides(overrides or [])  # checked now, not after the first round of pairs
+    # parsed and checked now, not after the first round of pairs; the iterations get the parsed dict
+    dpo_overrides = parse_overrides(overrides or [], "DPO overrides")
     check_keys(dpo_overrides, dict.fromkeys(dpo_overrides, "overrides"))
     check_values(dpo_overrides, dict.fromkeys(dpo_overrides, "overrides"))
+    backend_kwargs = _backend_kwargs(backend_arg)
 
     history = run_offline_iterations(
         pairs, judge, critic, make_run_dir(run_dir), iterations=iterations, stage_config=config, profile=model,
-        overrides=overrides or [], device=None if device == "auto" else device, force=force,
+        overrides=dpo_overrides, device=None if device == "auto" else device, force=force,
         pair_kwargs={"backend": backend, "limit": limit, "orders": _orders(both_orders),
-                     "max_new_tokens": max_new_tokens, "seed": seed,
-                     "backend_kwargs": _backend_kwargs(backend_arg)})
+                     "max_new_tokens": max_new_tokens, "seed": seed, "backend_kwargs": backend_kwargs})
     typer.echo(json.dumps(history, indent=1))
 
 

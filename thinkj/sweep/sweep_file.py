@@ -47,7 +47,7 @@ from typing import Any
 from thinkj.errors import ThinkJError
 from thinkj.records import RecordError
 from thinkj.rewards.weights import check_value
-from thinkj.yaml_strict import parse_yaml, read_yaml
+from thinkj.yaml_strict import read_yaml
 
 SPEC_KEYS = {"name", "description", "table", "table_spec", "settings", "grid", "runs", "tags", "steps", "results", "name_keys"}
 # Values every template gets from the runner; a setting of one of these names would be silently hidden.
@@ -311,18 +311,11 @@ def check_table_spec(spec: SweepSpec) -> None:
 
 
 def parse_overrides(items: list[str] | None) -> dict[str, Any]:
-    """``key=value`` strings; values are read as YAML (``0.5`` -> float, ``[1, 0]`` -> list)."""
-    out: dict[str, Any] = {}
-    for item in items or []:
-        key, sep, value = item.partition("=")
-        if not sep or not key.strip():
-            raise ThinkJError(f"--set {item!r}: expected key=value")
-        try:
-            out[key.strip()] = parse_yaml(value)
-        except RecordError as err:
-            shown = item if len(item) <= 80 else f"{item[:60]}…"
-            raise ThinkJError(f"--set {shown!r}: the value is {err}") from None
-    return out
+    """``--set key=value`` items; values are read as YAML (``0.5`` -> float, ``[1, 0]`` -> list: a grid axis), by the
+    one ``key=value`` parser (:mod:`thinkj.overrides`): a malformed item or a key given twice is one line."""
+    from thinkj.overrides import parse_key_values, yaml_value
+
+    return parse_key_values(items, "--set", yaml_value, example="e.g. --set w_str=0.5 or --set 'w_str=[0.5, 0.2]'")
 
 
 def _is_number(value: Any) -> bool:

@@ -55,30 +55,13 @@ def resolve_stage_config(name_or_path: str | os.PathLike) -> Path:
     return _resolve_named(name_or_path, STAGE_DIR, "stage config", Path.exists)
 
 
-def parse_overrides(items: Iterable[str]) -> dict[str, Any]:
-    """``["lr=1e-6", "dataset=a,b"]`` -> dict; values are YAML scalars (numbers, booleans, null, strings)."""
-    out: dict[str, Any] = {}
-    for item in items:
-        key, sep, raw = item.partition("=")
-        key = key.strip()
-        if not sep or not key:
-            raise ConfigError(f"override {item!r} is not key=value")
-        try:
-            value = yaml.safe_load(raw) if raw.strip() else ""
-        except yaml.YAMLError:
-            value = raw
-        # YAML 1.1 reads no/yes/on/off as booleans; LlamaFactory has string options with those values
-        # (save_strategy=no), and real booleans are written true/false.
-        if isinstance(value, bool) and raw.strip().lower() not in ("true", "false"):
-            value = raw.strip()
-        # 1e-6 is a string to YAML 1.1; a learning rate written that way must still be a number.
-        if isinstance(value, str):
-            try:
-                value = float(value) if any(c in value.lower() for c in ".e") else value
-            except ValueError:
-                pass
-        out[key] = value
-    return out
+def parse_overrides(items: Iterable[str], where: str = "override") -> dict[str, Any]:
+    """``["lr=1e-6", "dataset=a,b"]`` -> dict; values are YAML scalars as LlamaFactory's arguments want them
+    (:func:`thinkj.overrides.yaml_scalar`); a malformed item or a key given twice is a :class:`ConfigError`
+    naming ``where`` (the one ``key=value`` parser: :mod:`thinkj.overrides`)."""
+    from thinkj.overrides import parse_key_values, yaml_scalar
+
+    return parse_key_values(items, where, yaml_scalar, error=ConfigError)
 
 
 def llamafactory_keys() -> dict[str, str]:
