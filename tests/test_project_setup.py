@@ -30,7 +30,7 @@ def test_readme_opens_with_demo_and_test_and_ci_runs_the_test_one() -> None:
 
 
 def test_both_commands_build_the_env_first() -> None:
-    for target, runs in (("demo", "thinkj smoke"), ("test", "-m pytest")):
+    for target, runs in (("demo", "thinkj run configs/recipes/smollm2-cpu.yaml"), ("test", "-m pytest")):
         steps = _make_dry_run(target)
         assert steps[0] == "bash scripts/setup_cpu_env.sh", steps
         assert runs in steps[-1], steps
