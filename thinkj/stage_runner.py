@@ -178,18 +178,20 @@ def run_logged(argv: list[str], log: Path) -> int:
 
 
 def run_in_process(argv: list[str], log: Path) -> int:
-    """Run a ``thinkj ...`` or ``python -m <module> ...`` command inside this process (no interpreter start, no
+    """Run a console script's command (``thinkj ...``) or ``python -m <module> ...`` inside this process (no interpreter start, no
     second import of torch and the engines: ~5 s per stage on 2 CPU cores), its output to ``log`` only; returns
     the exit status. Any other command runs as a child (:func:`run_logged`). An exception is the stage's failure,
     its traceback in the log."""
     import runpy
     import traceback
+    from importlib.metadata import entry_points
 
-    if argv[0] == "thinkj":
-        from thinkj.cli import main as entry
+    scripts = entry_points(group="console_scripts", name=argv[0]) if "/" not in argv[0] else ()
+    if scripts:  # an installed console script (thinkj): its entry function, as the script would call it
+        entry = next(iter(scripts)).load()
 
         def call() -> None:
-            sys.argv = ["thinkj", *argv[1:]]
+            sys.argv = [argv[0], *argv[1:]]
             entry()
     elif len(argv) > 2 and argv[1] == "-m" and Path(argv[0]).name.startswith("python"):
         def call() -> None:
