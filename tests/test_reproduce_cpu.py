@@ -155,21 +155,17 @@ def test_offline_learning_reuses_the_judge_and_reaches_the_table(online_run):
     assert "offline (Critic-guided)" in (run_dir / "tables" / "tablerehearsal.md").read_text()
 
 
-# --- Table 8's sweep spec at CPU scale (experiments/scales/cpu.yaml), on the rehearsal's SFT judge and RL data ---
+# --- Table 8's sweep spec at CPU scale (experiments/scales/cpu.yaml), in the rehearsal's run folder ---
 
 def sweep_command(online_run: dict, sweep_dir: Path, *extra: str) -> list[str]:
     """``thinkj sweep experiments/table8.yaml --scale experiments/scales/cpu.yaml`` pointed at the tiny rehearsal:
-    the scale's settings, then --set for the tiny model (its run folder as the profile, a higher rate, shorter
-    answers), exactly as a user narrows a scale."""
+    the scale's fields, then --set for the tiny recipe and the rehearsal's run folder, whose data and SFT stages the
+    cells share (each cell: ``thinkj run configs/recipes/tiny-cpu.yaml --set run_dir=... --set w_str=...``)."""
     run_dir = online_run["run_dir"]
     return [str(Path(os.environ.get("PYTHON") or sys.executable).parent / "thinkj"), "sweep",
             str(ROOT / "experiments" / "table8.yaml"), "--scale", str(ROOT / "experiments" / "scales" / "cpu.yaml"),
-            "--sweep-dir", str(sweep_dir), "--set", f"root={run_dir.parent}",
-            "--set", f"model=[{{model: tiny, profile: {run_dir.name}, preset: thinkj_qwen, tp: 1}}]",
-            "--set", "train_args=--device cpu trainer.total_training_steps=2 actor_rollout_ref.actor.optim.lr=1e-4 "
-                     "data.max_response_length=48",
-            "--set", f"eval_args=--backend hf --data {run_dir}/task/test.jsonl --limit 8",
-            "--set", "max_new_tokens=48", *extra]
+            "--sweep-dir", str(sweep_dir), "--set", "model=[{recipe: configs/recipes/tiny-cpu.yaml}]",
+            "--set", f"run_dir={run_dir}", "--set", "eval_limit=8", *extra]
 
 
 def sweep_state(sweep_dir: Path) -> dict:
@@ -201,13 +197,14 @@ def _wait_for(condition, proc: subprocess.Popen, timeout: float, what: str) -> N
 
 
 def test_sweep_cells_by_local_then_ray_resume_after_a_kill(online_run, tmp_path):
-    """Two cells of Table 8's grid, each trained by verl on the CPU, merged, evaluated and placed in the table: the
-    first by the local launcher, which is interrupted (Ctrl-C to its process group) once the second cell has started;
-    the rerun, through `ray job submit` against a Ray head on 127.0.0.1, repeats no finished cell and finishes the
-    interrupted one from its first unfinished step."""
+    """Two cells of Table 8's grid, each a pipeline run (`thinkj run` of the tiny recipe in the rehearsal's run
+    folder: its data and SFT stages reused, a verl online run per cell on the CPU, merged, evaluated) placed in the
+    table: the first by the local launcher, which is interrupted (Ctrl-C to its process group) once the second
+    cell's training stage is done; the rerun, through `ray job submit` against a Ray head on 127.0.0.1, repeats no
+    finished cell and resumes the interrupted one after its finished training stage (the pipeline's records)."""
     from ray_local import local_ray
 
-    sweep_dir = tmp_path / "sweep"
+    run_dir, sweep_dir = online_run["run_dir"], tmp_path / "sweep"
     log = open(tmp_path / "local.log", "w")
     # Ctrl-C as a terminal sends it: SIGINT handled by default. A suite started in the background by a shell without
     # job control (`bash .ci/run &`) hands SIGINT down *ignored*, and Python then installs no KeyboardInterrupt
@@ -221,10 +218,13 @@ def test_sweep_cells_by_local_then_ray_resume_after_a_kill(online_run, tmp_path)
             return (sum(r["status"] == "done" for r in runs.values()) == 1
                     and any(r["status"] == "running" for r in runs.values()))
 
+        def second_trained() -> bool:  # the pipeline announces the merge once the online stage's record is written
+            running = [n for n, r in sweep_state(sweep_dir)["runs"].items() if r["status"] == "running"]
+            step_log = sweep_dir / "runs" / running[0] / "logs" / "step1.log" if running else None
+            return bool(step_log and step_log.is_file() and "# stage merge" in step_log.read_text())
+
         _wait_for(second_started, proc, 900, "first cell done and second started")
-        # and past its first step (verl's training), so the resume has finished work to keep
-        _wait_for(lambda: any(r["status"] == "running" and r["steps_done"] >= 1 for r in sweep_state(sweep_dir)["runs"]
-                              .values()), proc, 900, "the second cell's training step done")
+        _wait_for(second_trained, proc, 900, "the second cell's training stage done")
         os.killpg(proc.pid, signal.SIGINT)
         try:
             proc.wait(timeout=120)
@@ -241,8 +241,9 @@ def test_sweep_cells_by_local_then_ray_resume_after_a_kill(online_run, tmp_path)
     marker = sweep_dir / "runs" / finished[0] / "SWEEP_DONE.json"
     stamp = marker.stat().st_mtime_ns
     (interrupted,) = [name for name in before if name != finished[0]]
-    assert before[interrupted]["steps_done"] >= 1
-    trained = sweep_dir / "runs" / interrupted / "train" / "logs" / "thinkj" / "thinkj_grpo.jsonl"
+    cell = before[interrupted]["settings"]
+    online = run_dir / "train" / f"online_grpo_thinkj_qwen_w_fmt{cell['w_fmt']}_w_str{cell['w_str']}"
+    trained = online / "logs" / "thinkj" / "thinkj_grpo.jsonl"
     trained_stamp = (trained.stat().st_mtime_ns, trained.read_bytes())
 
     with local_ray() as cluster:  # a head on 127.0.0.1 started by scripts/ray_cluster.sh
@@ -257,11 +258,12 @@ def test_sweep_cells_by_local_then_ray_resume_after_a_kill(online_run, tmp_path)
     after = sweep_state(sweep_dir)["runs"]
     assert all(r["status"] == "done" for r in after.values()) and after[finished[0]]["launches"] == 1
     assert after[interrupted]["job"].startswith("thinkj-") and "ray job submit" in rerun.stdout
-    # resumed at its first unfinished step: the Ray job of the interrupted cell holds no training command and verl's
-    # training log is untouched (a restart from scratch also ends at step 2, which is all the old check read). Fails
-    # with the sweep's resume point ignored (ray_submit_command's first_step forced to 0).
     (submitted,) = [line for line in rerun.stdout.splitlines() if line.startswith("ray job submit")]
-    assert interrupted in submitted and "train rl" not in submitted, submitted
+    assert interrupted in submitted and "thinkj run" in submitted, submitted
+    # resumed after its finished training stage: the Ray job's pipeline skipped it, and verl's training log is
+    # untouched (a restart from scratch also ends at step 2, which is all a step count could tell)
+    job_log = (sweep_dir / "runs" / interrupted / "logs" / "ray_job.log").read_text()
+    assert "# skip online: done" in job_log and "# stage online " not in job_log, job_log[-3000:]
     assert (trained.stat().st_mtime_ns, trained.read_bytes()) == trained_stamp
     assert json.loads(trained.read_text().splitlines()[-1])["step"] == 2
     check_filled_table(sweep_dir)

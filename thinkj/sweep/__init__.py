@@ -1,6 +1,7 @@
 """Experiment sweeps: ``experiments/*.yaml`` -> named runs -> launched, resumable -> results JSON -> table.
 
-Modules: ``spec`` (reading specs, grid expansion, stable run names), ``runner`` (launchers, state file, done
+Modules: ``sweep_file`` (reading specs, grid expansion, stable run names), ``recipe_runs`` (a recipe sweep's runs:
+``thinkj run RECIPE --set ...``, fields checked against the run settings), ``runner`` (launchers, state file, done
 markers), ``table`` (filling the table through ``thinkj.tables``), ``cli`` (``thinkj sweep``).
 """
 

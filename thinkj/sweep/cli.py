@@ -1,10 +1,11 @@
 """``thinkj sweep SPEC``: expand an experiment spec into named runs, launch the unfinished ones, fill the table.
 
     thinkj sweep experiments/tiny_table8.yaml --launcher inprocess          # CPU: tiny 2 x 2 reward-weight sweep
-    thinkj sweep experiments/table8.yaml --dry-run                          # the 18 runs' commands, nothing run
+    thinkj sweep experiments/table8.yaml --dry-run                          # the 18 runs' `thinkj run` commands
     thinkj sweep experiments/table8.yaml --launcher ray --ray-address http://head:8265
     thinkj sweep experiments/table8.yaml --set 'w_str=[0.5]'                # narrow one grid axis
-    thinkj sweep experiments/table4.yaml --set sft_model=runs/x/judge_sft   # change a shared setting
+    thinkj sweep experiments/table8.yaml --set eval_limit=100               # any setting of a recipe sweep's runs
+    thinkj sweep experiments/table4_baselines.yaml --set sft_model=runs/x/judge_sft   # a template setting
     thinkj sweep experiments/table8.yaml --table-only                       # just refill the table
     thinkj sweep experiments/table8.yaml --scale experiments/scales/cpu.yaml  # 2 cells, verl on this CPU
     thinkj sweep ... --launcher ray --ray-address http://127.0.0.1:8265 --wait  # submit, wait, fill the table

@@ -1,6 +1,8 @@
-"""Sweep specs (``experiments/*.yaml``): a grid of settings -> named runs -> shell commands.
+"""Sweep specs (``experiments/*.yaml``): a grid of settings -> named runs -> commands.
 
-A spec has
+A spec that names ``recipe`` (top level, settings, a grid value or a run entry) is a recipe sweep: every other
+field is a setting of the run and each run is ``thinkj run RECIPE --set field=value ...`` (no steps, results or
+tags: the pipeline's plan gives them; :mod:`thinkj.sweep.recipe_runs`). Otherwise a spec has
   name      the sweep's name (its default folder: runs/sweeps/<name>; letters, digits, ``.``, ``_``, ``-``)
   table     the ``thinkj tables`` key the results fill ("8"), or ``table_spec`` (an inline table for
             tables the paper does not have, e.g. the tiny CPU sweep) -- one of the two at most
@@ -49,7 +51,8 @@ from thinkj.records import RecordError
 from thinkj.rewards.weights import check_value
 from thinkj.yaml_strict import read_yaml
 
-SPEC_KEYS = {"name", "description", "table", "table_spec", "settings", "grid", "runs", "tags", "steps", "results", "name_keys"}
+SPEC_KEYS = {"name", "description", "table", "table_spec", "settings", "grid", "runs", "tags", "steps", "results", "name_keys",
+             "recipe"}
 # Values every template gets from the runner; a setting of one of these names would be silently hidden.
 RESERVED = ("name", "run_dir", "sweep_dir", "tag_args")
 TABLE_SPEC_KEYS = {"title", "rows", "fixed_tags", "group", "columns"}
@@ -83,6 +86,7 @@ class SweepSpec:
     description: str = ""
     name_keys: list[str] | None = None
     path: Path | None = None
+    recipes: bool = False  # a recipe sweep: each run is `thinkj run RECIPE --set ...` (thinkj.sweep.recipe_runs)
 
 
 def _read_yaml(path: Path) -> Any:
@@ -148,7 +152,11 @@ def load_spec(path: str | Path, overrides: dict[str, Any] | None = None, scale: 
     for axis, values in spec.grid.items():
         if not values:
             raise RecordError("a grid axis needs at least one value", path=path, field=f"grid.{axis}")
-        _check_settings_keys([v for v in values if isinstance(v, dict)], path, f"grid.{axis}")
+        _check_settings_keys([v for v in values if isinstance(v, dict)], path, f"grid.{axis}", spec.recipes)
+        if spec.recipes:
+            _check_settings_keys([{axis: v} for v in values if not isinstance(v, dict)], path, "grid", True)
+    if spec.recipes:
+        _check_settings_keys([spec.settings], path, "settings", True)
     expand(spec, Path("sweep_dir"))  # every template of every run, with the spec's file and key on failure
     return spec
 
@@ -187,7 +195,15 @@ def _strings(raw: dict[str, Any], key: str, path: Path, *, required: bool) -> li
     return list(items)
 
 
-def _check_settings_keys(entries: list[dict[str, Any]], path: Path, where: str) -> None:
+def _check_settings_keys(entries: list[dict[str, Any]], path: Path, where: str, recipes: bool = False) -> None:
+    """Template settings are words, none of the runner's own names; a recipe sweep's fields are settings of the
+    run (:func:`thinkj.sweep.recipe_runs.check_fields`)."""
+    if recipes:
+        from thinkj.sweep.recipe_runs import check_fields
+
+        for entry in entries:
+            check_fields(entry, path, where)
+        return
     for entry in entries:
         for key in entry:
             if not isinstance(key, str) or not _SETTING.fullmatch(key):
@@ -214,11 +230,21 @@ def check_spec(raw: Any, path: Path) -> SweepSpec:
     description = raw.get("description")
     if description is not None and not isinstance(description, str):
         raise RecordError(f"must be a string, got a {_kind(description)}", path=path, field="description")
-    steps = [" ".join(step.split()) for step in _strings(raw, "steps", path, required=True)]
-    results = _strings(raw, "results", path, required=True)
+    from thinkj.sweep.recipe_runs import RECIPE, TEMPLATE_KEYS, uses_recipes
+
+    recipes = uses_recipes(raw)
+    given = [k for k in TEMPLATE_KEYS if raw.get(k) not in (None, "", [], {})]
+    if recipes and given:
+        raise RecordError(f"a recipe sweep runs `thinkj run RECIPE --set field=value ...`: its commands, results and "
+                          f"tags come from the pipeline, so drop {', '.join(given)} (or drop recipe for shell "
+                          "templates)", path=path, field=given[0])
+    steps = [" ".join(step.split()) for step in _strings(raw, "steps", path, required=not recipes)]
+    results = _strings(raw, "results", path, required=not recipes)
 
     settings = _mapping(raw, "settings", path)
-    _check_settings_keys([settings], path, "settings")
+    if raw.get("recipe") is not None:  # the top-level recipe: every run's, unless a grid value or run gives its own
+        settings = {RECIPE: raw["recipe"], **settings}
+    _check_settings_keys([settings], path, "settings", recipes)
     grid = _mapping(raw, "grid", path)
     for axis, values in grid.items():
         if not isinstance(axis, str) or not _SETTING.fullmatch(axis):
@@ -228,9 +254,12 @@ def check_spec(raw: Any, path: Path) -> SweepSpec:
                               "under settings)", path=path, field=f"grid.{axis}")
         if not values:
             raise RecordError("a grid axis needs at least one value", path=path, field=f"grid.{axis}")
-    _check_settings_keys([{a: None} for a in grid if not all(isinstance(v, dict) for v in grid[a])], path, "grid")
+    if recipes:
+        _check_settings_keys([{a: v} for a in grid for v in grid[a] if not isinstance(v, dict)], path, "grid", True)
+    else:
+        _check_settings_keys([{a: None} for a in grid if not all(isinstance(v, dict) for v in grid[a])], path, "grid")
     for axis, values in grid.items():
-        _check_settings_keys([v for v in values if isinstance(v, dict)], path, f"grid.{axis}")
+        _check_settings_keys([v for v in values if isinstance(v, dict)], path, f"grid.{axis}", recipes)
     runs = raw.get("runs")
     if runs is None:
         runs = []
@@ -239,7 +268,7 @@ def check_spec(raw: Any, path: Path) -> SweepSpec:
     for i, entry in enumerate(runs):
         if not isinstance(entry, dict):
             raise RecordError(f"must be a mapping of settings, got a {_kind(entry)}", path=path, field=f"runs[{i}]")
-        _check_settings_keys([entry], path, f"runs[{i}]")
+        _check_settings_keys([entry], path, f"runs[{i}]", recipes)
     tags = _mapping(raw, "tags", path)
     for key, value in tags.items():
         if not isinstance(key, str) or not key:
@@ -260,7 +289,7 @@ def check_spec(raw: Any, path: Path) -> SweepSpec:
     spec = SweepSpec(name=str(name), steps=steps, results=results, settings=dict(settings),
                      grid={k: list(v) for k, v in grid.items()}, runs=[dict(r) for r in runs], tags=dict(tags),
                      table=None if table is None else str(table), table_spec=table_spec,
-                     description=description or "", name_keys=name_keys, path=path)
+                     description=description or "", name_keys=name_keys, path=path, recipes=recipes)
     if spec.table is not None:
         from thinkj.tables.layouts import SPECS
 
@@ -335,7 +364,17 @@ def check_overrides(spec: SweepSpec, overrides: dict[str, Any]) -> None:
         for k, v in (entry.items() if isinstance(entry, dict) else ()):
             existing.setdefault(k, []).append(v)
     for key, value in overrides.items():
-        if key not in existing:
+        if key not in existing and spec.recipes:  # any setting of the run, checked by the run settings' parser
+            from thinkj.sweep.recipe_runs import check_field
+
+            for item in value if isinstance(value, list) and key in spec.grid else [value]:
+                try:
+                    check_field(key, item)
+                except ThinkJError as err:
+                    message = str(err)
+                    raise ThinkJError(message if message.startswith("--set") else f"--set {message}") from None
+            existing[key] = []
+        elif key not in existing:
             import difflib
 
             close = difflib.get_close_matches(key, existing, n=1)
@@ -447,7 +486,9 @@ def _slug(value: Any) -> str:
 
 
 def run_name(settings: dict[str, Any], varying: list[str], identity: dict[str, Any]) -> str:
-    readable = "_".join(f"{k}={_slug(settings.get(k))}" for k in varying) or "run"
+    # a recipe by its file's stem: recipe=qwen2.5-32b, not the folders before it
+    readable = "_".join(f"{k}={_slug(Path(str(settings.get(k))).stem if k == 'recipe' else settings.get(k))}"
+                        for k in varying) or "run"
     return f"{readable}-{_hash(identity)}"
 
 
@@ -526,15 +567,21 @@ def expand(spec: SweepSpec, sweep_dir: str | Path) -> list[Run]:
     for settings in combos:
         # The identity: what the run does and how its results are labelled, with its own name and folders symbolic
         # (they come from the hash; the sweep folder may move).
-        commands, results, tags = _expand_one(spec, settings, "<name>", "<run_dir>", "<sweep_dir>")
-        _check_benchmarks(spec, commands)
+        if spec.recipes:  # the command, results and tags of a pipeline run: its name and folders play no part
+            from thinkj.sweep.recipe_runs import expand_run
+
+            commands, results, tags = expand_run(settings, spec.path)
+        else:
+            commands, results, tags = _expand_one(spec, settings, "<name>", "<run_dir>", "<sweep_dir>")
+            _check_benchmarks(spec, commands)
         identity = {"settings": settings, "commands": commands, "results": results, "tags": tags}
         name = run_name(settings, varying, identity)
         if name in seen:  # only a hash collision can get here
             raise RecordError(f"two different runs got the same name {name}", path=spec.path)
         seen.add(name)
-        run_dir = sweep_dir / "runs" / name
-        commands, results, tags = _expand_one(spec, settings, name, str(run_dir), str(sweep_dir))
+        run_dir = sweep_dir / "runs" / name  # a recipe run's logs and done marker; its outputs go to its RUN_DIR
+        if not spec.recipes:
+            commands, results, tags = _expand_one(spec, settings, name, str(run_dir), str(sweep_dir))
         runs.append(Run(name, settings, commands, [Path(r) for r in results], run_dir, tags,
                         {**identity, "hash": _hash(identity)}))
     return runs
