@@ -1,9 +1,9 @@
 """``thinkj eval``: judge a benchmark in both orders, and (re)score judgment records.
 
     # CPU, tiny model, a slice (RM-Bench and Auto-J from local copies)
-    thinkj eval run rmbench --model runs/smoke/tiny_model/model --backend hf --data ../shared/data/rm-bench \\
+    thinkj eval run rmbench --model runs/cpu/tiny/model --backend hf --data ../shared/data/rm-bench \\
         --limit 8 --max-new-tokens 96 --out runs/eval/tiny --tag model=tiny --tag method=base
-    thinkj eval run autoj --model runs/smoke/tiny_model/model --data ../shared/data/auto-j/testdata_pairwise.jsonl --limit 16 \\
+    thinkj eval run autoj --model runs/cpu/tiny/model --data ../shared/data/auto-j/testdata_pairwise.jsonl --limit 16 \\
         --profile tiny   # the tiny profile's budget (96 new tokens) fits its 4,096-token context
     # GPU: the whole benchmark from the hub with vLLM (tensor parallel over 4 GPUs)
     thinkj eval run rewardbench --model ckpt/thinkj-qwen7b --backend vllm --backend-arg tensor_parallel_size=4 \\
@@ -124,3 +124,18 @@ def score_cmd(benchmark: str = typer.Argument(..., help=BENCH_HELP),
 
     records = read_judgments(benchmark, judgments)
     typer.echo(json.dumps(with_failed_calls(score(benchmark, records, protocol, unparsed_half), records)))
+
+
+@app.command("compare")
+def compare_cmd(rows: list[str] = typer.Argument(..., help="ROW=FOLDER: base | init | offline | online, each an "
+                                                           "evaluation folder (FOLDER/<benchmark>/ from eval run)"),
+                out: Path = typer.Option(..., help="folder for compare.json"),
+                benchmark: str = typer.Option("synthetic", help="whose judgments are compared")) -> None:
+    """Rows of Table 4's layout on the same held-out judgments: accuracy with 95% intervals, pair accuracy, and
+    each trained row against the row it builds on (McNemar); prints the table, writes compare.json."""
+    from thinkj.evaluation.row_compare import compare_rows, print_results
+    from thinkj.overrides import parse_key_values
+
+    folders = {row: Path(folder) for row, folder in parse_key_values(rows, "ROW=FOLDER", example="e.g. init=runs/x/eval/"
+                                                                      "judge_sft").items()}
+    print_results(compare_rows(folders, out, benchmark))

@@ -150,6 +150,8 @@ def offline(pairs: Path = typer.Option(..., help="PreferencePair JSONL (training
                                                           "max_new_tokens]"),
             seed: int = typer.Option(0, help="seed of the pairs' generation (DPO's own: the seed=N override)"),
             device: str = typer.Option("auto", help="auto | cpu | gpu"),
+            cpu_bf16: bool = typer.Option(False, help="on CPU, DPO in bf16 autocast where the CPU computes bf16 "
+                                                      "natively (as thinkj train sft --cpu-bf16)"),
             force: bool = typer.Option(False)) -> None:
     """Iterative critic-guided offline learning: pairs from the current judge, then DPO (+ SFT term), N times."""
     import json
@@ -169,7 +171,7 @@ def offline(pairs: Path = typer.Option(..., help="PreferencePair JSONL (training
 
     history = run_offline_iterations(
         pairs, judge, critic, make_run_dir(run_dir), iterations=iterations, stage_config=config, profile=model,
-        overrides=dpo_overrides, device=None if device == "auto" else device, force=force,
+        overrides=dpo_overrides, device=None if device == "auto" else device, force=force, cpu_bf16=cpu_bf16,
         pair_kwargs={"backend": backend, "limit": limit, "orders": _orders(both_orders),
                      "max_new_tokens": max_new_tokens, "seed": seed, "backend_kwargs": backend_kwargs})
     typer.echo(json.dumps(history, indent=1))

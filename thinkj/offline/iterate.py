@@ -7,8 +7,8 @@ from the current judge. Everything of iteration k stays under ``<run>/offline/it
 skips finished iterations (cached generations, finished training directories). The pairs' generation budget
 is the profile's ``max_new_tokens`` unless ``pair_kwargs`` gives one.
 
-    thinkj train offline --pairs runs/x/synthetic_data/train.jsonl --judge runs/x/sft/judge_sft \\
-        --critic runs/x/sft/critic_sft --run-dir runs/x --iterations 3 --model tiny max_steps=20
+    thinkj train offline --pairs runs/x/task/train.jsonl --judge runs/x/train/judge_sft \\
+        --critic runs/x/train/critic_sft --run-dir runs/x --iterations 3 --model tiny max_steps=20
     # GPU: --model qwen2.5-7b-instruct --backend vllm (generation), DPO through torchrun + DeepSpeed ZeRO-2
 """
 
@@ -32,7 +32,7 @@ def iteration_dir(run_dir: str | Path, k: int) -> Path:
 def run_offline_iterations(pairs: str | Path | list[PreferencePair], init_model: str | Path, critic_model: str | Path,
                            run_dir: str | Path, *, iterations: int = 1, stage_config: str = "dpo",
                            profile: str | None = None, overrides: Iterable[str] | dict[str, Any] = (),
-                           device: str | None = None, force: bool = False,
+                           device: str | None = None, force: bool = False, cpu_bf16: bool = False,
                            pair_kwargs: dict[str, Any] | None = None) -> list[dict[str, Any]]:
     """Run iterations 1..N; returns one summary per iteration (pairs, model dir)."""
     if iterations < 1:
@@ -49,7 +49,7 @@ def run_offline_iterations(pairs: str | Path | list[PreferencePair], init_model:
                                   f"for why (counts: {data['counts']})")
         # The judge being improved is also DPO's reference model (LlamaFactory copies it when ref_model is unset).
         model = run_stage("dpo", stage_config, profile=profile, run_dir=it, name="model", device=device, force=force,
-                          overrides={**extra, "model_name_or_path": str(judge), "dataset": DPO_DATASET,
+                          cpu_bf16=cpu_bf16, overrides={**extra, "model_name_or_path": str(judge), "dataset": DPO_DATASET,
                                      "dataset_dir": str((it / "data").resolve())})
         history.append({"iteration": k, "judge": str(judge), "pairs": data["pairs"], "counts": data["counts"],
                         "model": str(model)})

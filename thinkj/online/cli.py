@@ -1,7 +1,7 @@
 """``thinkj train rl`` and ``thinkj train curves``: online learning (paper §3.2.2) and its training curves.
 
     # GRPO with TRL on the tiny model, CPU (a few steps)
-    thinkj train rl --engine trl --algo grpo --model runs/tiny/model --data runs/smoke/synthetic_data/train.jsonl \\
+    thinkj train rl --engine trl --algo grpo --model runs/tiny/model --data runs/cpu/tiny/task/train.jsonl \\
         --out runs/cpu/online_trl --steps 4 --num-generations 4 --max-completion-length 32
     # verl's trainer on this machine's CPU (tiny model, 2 steps; docs/online_learning.md "Run verl on your laptop")
     thinkj train rl --engine verl --device cpu --algo grpo --model runs/tiny/model --data train.parquet \
@@ -94,16 +94,11 @@ def rl(
         # a GRPORun field (seed, template, max_rows, ...) sets the run, any other key a GRPOConfig field
         own = {f.name for f in fields(GRPORun)} - {"model", "data", "out_dir", "preset", "weights", "extra", "twins",
                                                     "eval_data"}
-        extra, run_fields = {}, {}
-        for item in overrides or []:
-            key, sep, value = item.partition("=")
-            if not sep:
-                raise typer.BadParameter(f"{item!r}: TRL overrides are GRPORun or GRPOConfig key=value")
-            try:
-                parsed = json.loads(value)
-            except (ValueError, RecursionError):  # not JSON, or JSON Python cannot hold: a string
-                parsed = value
-            (run_fields if key in own else extra)[key] = parsed
+        from thinkj.overrides import json_or_text, parse_key_values
+
+        given = parse_key_values(overrides, "TRL override", json_or_text, example="e.g. temperature=0.7")
+        extra = {k: v for k, v in given.items() if k not in own}
+        run_fields = {k: v for k, v in given.items() if k in own}
         run = GRPORun(model=model, data=str(data), out_dir=str(out), preset=preset, weights=weights, steps=steps,
                       learning_rate=lr, beta=beta, num_generations=num_generations, prompts_per_step=prompts_per_step,
                       max_completion_length=max_completion_length, device=device, extra=extra, twins=twins,
