@@ -123,7 +123,7 @@ def test_bad_settings_fail_clearly(tmp_path):
     with pytest.raises(ValueError, match="MODEL_PROFILE='nope'"):
         plan(settings({"MODEL_PROFILE": "nope"}))
     with pytest.raises(ValueError, match="LEARNING"):
-        plan(settings({"LEARNING": "both"}))
+        plan(settings({"LEARNING": "sometimes"}))
     result = subprocess.run(["bash", str(ROOT / "scripts" / "reproduce.sh")], capture_output=True, text=True,
                             env={**os.environ, "DRY_RUN": "1", "MODEL_PROFILE": "nope"})
     assert result.returncode != 0 and "nope" in result.stderr

@@ -512,7 +512,9 @@ def run_recipe(recipe: str | os.PathLike | None, sets: Iterable[str] = (), *, dr
     pipeline refuses is named with where it came from (``TP='0': ... (from configs/recipes/x.yaml: tp)``)."""
     if recipe is not None and not Path(recipe).is_file():
         raise ThinkJError(f"{recipe}: no such recipe file (the recipes: configs/recipes/*.yaml)")
-    resolved = resolve(recipe, sets=[*sets, *(["dry_run=1"] if dry_run else [])])
+    if dry_run:  # --dry-run wins over a dry_run= item (one key, given once to the parser)
+        sets = [item for item in sets if item.partition("=")[0].strip() != "dry_run"] + ["dry_run=1"]
+    resolved = resolve(recipe, sets=list(sets))
     try:
         return run_pipeline(resolved.values)
     except ThinkJError as exc:

@@ -219,12 +219,13 @@ def eval_stages(s: Mapping[str, str], w: Where, models: dict[str, Path], methods
 
     rows = s["EVAL_ROWS"].split() or ["final"]
     base_tags = {"model": s["MODEL_NAME"], "train_data": s["TRAIN_DATA_NAME"]}
-    base_tags.update({name.lower(): s[name] for name in ("W_FMT", "W_STR", "W_CON") if s[name]})
+    weights = {name.lower(): s[name] for name in ("W_FMT", "W_STR", "W_CON") if s[name]}  # the online run's only
     stages, folders = [], {}
     for row in rows:
         model, folder = models[row], eval_folder(w, row, models[row])
         folders[row] = folder
-        tags = {**base_tags, "method": methods[row]}
+        online = row == "online" or (row == "final" and s["LEARNING"] != "offline")
+        tags = {**base_tags, "method": methods[row], **(weights if online else {})}
         if row == "offline" or (row == "final" and s["LEARNING"] == "offline"):
             tags["iteration"] = s["OFFLINE_ITERATIONS"]
         tag_args = [x for k, v in tags.items() for x in ("--tag", f"{k}={v}")]

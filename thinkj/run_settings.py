@@ -283,18 +283,19 @@ def read_recipe(path: str | os.PathLike) -> dict[str, tuple[str, str]]:
 
 
 def parse_set(items: Iterable[str]) -> dict[str, tuple[str, str]]:
-    """``--set key=value`` items (the one parser of them) as name -> (value text, origin), typed by the setting."""
-    out: dict[str, tuple[str, str]] = {}
-    for item in items:
-        key, sep, value = item.partition("=")
-        key = key.strip()
-        if not sep or not key:
-            raise ThinkJError(f"--set {item!r}: expected key=value, e.g. --set w_str=0.5")
+    """``--set key=value`` items as name -> (value text, origin), typed by the setting each sets, through the one
+    ``key=value`` parser (:func:`thinkj.overrides.parse_key_values`): a malformed item, an unknown key or a key
+    given twice is one line naming ``--set``."""
+    from thinkj.overrides import parse_key_values
+
+    def typed(key: str, value: str, origin: str) -> tuple[str, str]:
         setting = BY_KEY.get(key)
         if setting is None:
             raise _unknown(key, "--set ")
-        out[setting.name] = (typed_text(setting, value, f"--set {key}"), f"--set {key}")
-    return out
+        return typed_text(setting, value, origin), origin
+
+    parsed = parse_key_values(items, "--set", typed, example="e.g. --set w_str=0.5")
+    return {BY_KEY[key].name: value for key, value in parsed.items()}
 
 
 def resolve(recipe: str | os.PathLike | None = None, env: Mapping[str, str] | None = None,

@@ -196,7 +196,11 @@ def run_in_process(argv: list[str], log: Path) -> int:
     elif len(argv) > 2 and argv[1] == "-m" and Path(argv[0]).name.startswith("python"):
         def call() -> None:
             sys.argv = [argv[2], *argv[3:]]
-            runpy.run_module(argv[2], run_name="__main__", alter_sys=True)
+            loaded = sys.modules.get(argv[2])
+            if loaded is not None and callable(getattr(loaded, "main", None)):
+                loaded.main()  # imported already (thinkj.pipeline itself): runpy would run a second copy of it
+            else:
+                runpy.run_module(argv[2], run_name="__main__", alter_sys=True)
     else:
         return run_logged(argv, log)
     log.parent.mkdir(parents=True, exist_ok=True)
