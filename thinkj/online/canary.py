@@ -6,16 +6,18 @@ thinking is the rule-based rationale (``explain``: what each response does), but
 is a fair coin drawn independently of the pair (or, with ``informative`` = q, the gold label with probability q).
 So it writes parsable answers whose verdict carries no information about the rule (held-out accuracy 50 %).
 
-Status: no RL setting tried so far (TRL GRPO, 20-40 steps, lr 1e-4 .. 1e-3; experiments/LOG.md, "RL canaries")
-raised this init judge's held-out accuracy: every init and every trained policy put its greedy verdict on one
-side whatever the content, and RL only moved that side. So no canary test asserts a rise yet; this module holds
-the parts that worked (init judge, held-out judging, the paired test fixed in advance).
+Greedy verdicts of the 0.4 M model sit on one side whatever the content (experiments/LOG.md, "RL canaries"), so
+the canary reads no generation: :func:`verdict_probabilities` is the teacher-forced probability of the right verdict
+letter after the rule-based rationale, per held-out judgment, made free of the position preference per pair
+(:func:`position_free`), and :func:`sign_test` (one-sided exact sign test AND a
+least mean rise, both fixed in advance) compares before and after. :func:`canary_arm` runs one arm: TRL GRPO
+(``run_trl_grpo``, the code path of ``thinkj train rl --engine trl``) from the init judge on right or shuffled golds.
 
-    from thinkj.online.canary import format_only_judge, held_out_correct, paired_test
-    init = format_only_judge(tiny_model_dir, "runs/canary/init")
-    before = held_out_correct(init)            # list[bool], one per (pair, order), greedy
-    after = held_out_correct("runs/canary/rl/model")
-    paired_test(before, after)                 # one-sided exact McNemar on the same judgments
+    init = format_only_judge(tiny_model_dir, "runs/canary/init", informative=INFORMATIVE)
+    canary_arm(init, "runs/canary", seed=0)                      # must learn: result["learned"] is True
+    canary_arm(init, "runs/canary", seed=0, shuffle_gold=True)   # negative control: must not
+
+Greedy helpers kept from the first attempt: :func:`held_out_correct` and :func:`paired_test` (exact McNemar).
 """
 
 from __future__ import annotations
@@ -32,7 +34,16 @@ from thinkj.synthetic.fruit_task import explain, make_pairs
 
 TEMPLATE = "judge_strength_v2"  # what `thinkj train rl` renders RL prompts with
 EVAL_SEED = 90_001  # held-out pairs: a seed no training set here uses
-ALPHA = 0.05  # the one-sided McNemar level, fixed before any run
+ALPHA = 0.05  # the one-sided level (McNemar, sign test), fixed before any run
+INFORMATIVE = 0.65  # the init judge's verdict is the gold w.p. 0.65, else a coin: content-bound, far from certain
+# TRL GRPO settings of a canary arm (experiments/LOG.md, "RL canaries, session 9"): fixed before the seeds were run
+# 200 SFT steps, not 120: at 120 the inits of seeds 1 and 2 had not bound the verdict to the content yet (mean right
+# -verdict probability 0.51-0.54 against 0.76 for seed 0; experiments/LOG.md, "RL canaries, session 9")
+INIT_STEPS = 200
+RL_SETTINGS: dict[str, Any] = {"steps": 30, "learning_rate": 3e-4, "beta": 0.0, "num_generations": 8,
+                               "prompts_per_step": 4, "max_completion_length": 96}
+RL_PAIRS = 256
+MIN_RISE = 0.05  # the least mean rise of the right verdict's probability that counts as learning, fixed in advance
 
 
 def canary_rl_pairs(n: int, seed: int, *, shuffle_gold: bool = False) -> list[PreferencePair]:
@@ -109,6 +120,94 @@ def held_out_correct(model_dir: str | Path, n_pairs: int = 64, *, max_new_tokens
     records = judge_both_orders(backend, pairs, TEMPLATE, SamplingParams(temperature=0.0,
                                                                           max_new_tokens=max_new_tokens), strict=True)
     return [bool(r["correct"]) for r in records]
+
+
+def verdict_probabilities(model_dir: str | Path, n_pairs: int = 64) -> list[float]:
+    """Teacher-forced: for each held-out pair in both orders (the order of :func:`held_out_correct`), the probability
+    ``model_dir`` gives the CORRECT verdict letter, read at the letter's position after the prompt, the rule-based
+    rationale (:func:`explain`) and the verdict sentence up to the letter, normalised over the two letters.
+
+    No generation: greedy verdicts of the 0.4 M model sit on one side whatever the content (experiments/LOG.md, "RL
+    canaries"), so a greedy accuracy cannot see a policy that moved its odds toward the right side."""
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from thinkj.prompts import get_template, judge_output
+
+    tokenizer = AutoTokenizer.from_pretrained(model_dir)
+    model = AutoModelForCausalLM.from_pretrained(model_dir, dtype="float32").eval()
+    template = get_template(TEMPLATE)
+    items = []  # (ids up to the letter, id of the right letter, id of the wrong letter)
+    for pair in make_pairs(n_pairs, seed=EVAL_SEED, id_prefix="canary-eval"):
+        for shown in (pair, pair.swapped()):
+            prompt = tokenizer.apply_chat_template(template.render(shown), add_generation_prompt=True,
+                                                   tokenize=True, return_dict=True)["input_ids"]
+            answers = {c: tokenizer(judge_output(explain(shown), c, shown.strength), add_special_tokens=False)
+                       ["input_ids"] for c in "ab"}
+            at = next(i for i, (x, y) in enumerate(zip(answers["a"], answers["b"])) if x != y)
+            wrong = "b" if shown.label == "a" else "a"
+            items.append((prompt + answers["a"][:at], answers[shown.label][at], answers[wrong][at]))
+    width = max(len(ids) for ids, _, _ in items)
+    ids = torch.full((len(items), width), tokenizer.pad_token_id)
+    mask = torch.zeros((len(items), width), dtype=torch.long)
+    for i, (row, _, _) in enumerate(items):  # left padding: every row's next-token logits sit at the last column
+        ids[i, width - len(row):] = torch.tensor(row)
+        mask[i, width - len(row):] = 1
+    with torch.no_grad():
+        logits = model(input_ids=ids, attention_mask=mask).logits[:, -1, :]
+    right = torch.tensor([r for _, r, _ in items])
+    wrong = torch.tensor([w for _, _, w in items])
+    two = torch.stack([logits[torch.arange(len(items)), right], logits[torch.arange(len(items)), wrong]], dim=1)
+    return torch.softmax(two, dim=1)[:, 0].tolist()
+
+
+def position_free(probabilities: list[float]) -> list[float]:
+    """Per held-out pair, the right-verdict probability with the position preference taken out: a preference for
+    'a' adds the same c to the log-odds of 'a' in both orders, and the right letter is 'a' in one order and 'b' in the
+    other, so sigmoid of the mean of the two orders' log-odds of the right letter has no c in it. RL that only moves
+    the judge's side (what the 0.4 M model does first) leaves it unchanged; learning the content raises it."""
+    if len(probabilities) % 2:
+        raise ValueError(f"expected both orders of each pair (an even count), got {len(probabilities)}")
+    eps = 1e-9
+    odds = [math.log(max(p, eps) / max(1 - p, eps)) for p in probabilities]
+    return [1 / (1 + math.exp(-(odds[i] + odds[i + 1]) / 2)) for i in range(0, len(odds), 2)]
+
+
+def sign_test(before: list[float], after: list[float], *, alpha: float = ALPHA,
+              min_rise: float = MIN_RISE) -> dict[str, Any]:
+    """The canary's paired test, fixed in advance: per held-out judgment d = after - before; the one-sided exact sign
+    test P(X >= ups) for X ~ Binomial(ups + downs, 1/2) (ties, d == 0, dropped), and the mean rise. ``learned`` is
+    p < ``alpha`` AND mean rise >= ``min_rise``: a tiny but consistent drift is not learning the task."""
+    if len(before) != len(after) or not before:
+        raise ValueError(f"sign test needs two equally long, non-empty lists (got {len(before)} and {len(after)})")
+    diffs = [a - b for b, a in zip(before, after)]
+    ups, downs = sum(d > 0 for d in diffs), sum(d < 0 for d in diffs)
+    p = sum(math.comb(ups + downs, i) for i in range(ups, ups + downs + 1)) / 2.0 ** (ups + downs)
+    rise = sum(diffs) / len(diffs)
+    return {"n": len(diffs), "before": sum(before) / len(before), "after": sum(after) / len(after), "rise": rise,
+            "ups": ups, "downs": downs, "p_one_sided": p, "learned": p < alpha and rise >= min_rise}
+
+
+def canary_arm(init: str | Path, root: str | Path, *, seed: int, shuffle_gold: bool = False,
+               before: list[float] | None = None, **settings: Any) -> dict[str, Any]:
+    """One canary arm: TRL GRPO from ``init`` on :data:`RL_PAIRS` canary pairs (golds shuffled for the negative
+    control), then :func:`sign_test` over the 64 held-out pairs of :func:`position_free` probabilities before
+    (``before``: :func:`verdict_probabilities` of ``init``, measured when not given) and after; ``per_order`` is the
+    same test on the 128 per-order probabilities, for the record. ``settings`` override :data:`RL_SETTINGS`. The
+    result also holds the run's first and last rewards."""
+    from thinkj.online.trl_grpo import GRPORun, run_trl_grpo
+
+    arm = "shuffled" if shuffle_gold else "right"
+    root = Path(root)
+    data = write_rl_pairs(root / f"rl-{arm}.jsonl", canary_rl_pairs(RL_PAIRS, seed, shuffle_gold=shuffle_gold))
+    run = GRPORun(model=str(init), data=str(data), out_dir=str(root / f"rl-{arm}"), seed=seed, device="cpu",
+                  **{**RL_SETTINGS, **settings})
+    summary = run_trl_grpo(run, force=True)
+    before = before if before is not None else verdict_probabilities(init)
+    after = verdict_probabilities(summary["model_dir"])
+    result = sign_test(position_free(before), position_free(after))
+    return {**result, "arm": arm, "first_reward": summary["first_reward"], "last_reward": summary["last_reward"],
+            "per_order": sign_test(before, after)}
 
 
 def paired_test(before: list[bool], after: list[bool]) -> dict[str, Any]:
