@@ -26,7 +26,7 @@ import json
 
 from thinkj.checks import OneLineParser
 from thinkj.data.difficulty import run_difficulty
-from thinkj.errors import ThinkJError, exit_on_user_error
+from thinkj.errors import exit_on_user_error
 
 
 def main(argv: list[str] | None = None) -> dict:
@@ -62,15 +62,9 @@ def main(argv: list[str] | None = None) -> dict:
     from thinkj.paths import setup_caches
 
     setup_caches()
-    kwargs: dict = {}
-    for item in args.backend_arg:
-        key, sep, value = item.partition("=")
-        if not sep or not key:
-            raise ThinkJError(f"--backend-arg {item!r}: expected key=value")
-        try:
-            kwargs[key] = json.loads(value)
-        except (ValueError, RecursionError):  # not JSON, or JSON Python cannot hold: a string
-            kwargs[key] = value
+    from thinkj.overrides import json_or_text, parse_key_values
+
+    kwargs: dict = parse_key_values(args.backend_arg, "--backend-arg", json_or_text)
     for key, value in (("tensor_parallel_size", args.tp), ("max_model_len", args.max_model_len),
                        ("batch_size", args.batch_size)):
         if value is not None:

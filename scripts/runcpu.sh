@@ -12,7 +12,8 @@ RUN_DIR=${RUN_DIR:-runs/cpu}
 BIN=${BIN:-$( [ -x .venv/bin/thinkj ] && echo .venv/bin || dirname "$(command -v thinkj)" )}
 S="$RUN_DIR/smoke"
 "$BIN/thinkj" run configs/recipes/tiny-cpu.yaml --set run_dir="$S" --set learning=both --set rl_engine=trl \
-    --set "eval_rows=base init offline online" --set critic_wrong_side_every=2 --set tables=demo
+    --set "eval_rows=base init offline online" --set critic_wrong_side_every=2 --set offline_pairs=outside_seed_set \
+    --set dedup_text_field=instruction+responses --set tables=demo
 # The sweep's run folder is its own: it trains its tiny judge once, then GRPO per cell (~1-2 min in all).
 "$BIN/thinkj" sweep experiments/tiny_table8.yaml --launcher inprocess --sweep-dir "$RUN_DIR/sweep" \
     --set run_dir="$RUN_DIR/tiny_table8"

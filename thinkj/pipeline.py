@@ -227,10 +227,12 @@ def check_learning_settings(s: Mapping[str, str]) -> None:
     if s["RL_ENGINE"] == "trl" and s["RL_ALGO"] not in ("grpo", "grpo_consistent"):
         raise ThinkJError(f"RL_ENGINE=trl: runs GRPO only (RL_ALGO grpo or grpo_consistent), not {s['RL_ALGO']!r}; "
                           "PPO and Reinforce++ run with RL_ENGINE=verl")
-    for item in _split("TRL_OVERRIDES", s["TRL_OVERRIDES"]):
-        key, sep, _ = item.partition("=")
-        if not sep or not key.isidentifier():
-            raise ThinkJError(f"TRL_OVERRIDES: {item!r} is not key=value (a GRPORun or GRPOConfig field)")
+    from thinkj.overrides import parse_key_values
+
+    for key in parse_key_values(_split("TRL_OVERRIDES", s["TRL_OVERRIDES"]), "TRL_OVERRIDES",
+                                example="a GRPORun or GRPOConfig field"):
+        if not key.isidentifier():
+            raise ThinkJError(f"TRL_OVERRIDES {key}: not a GRPORun or GRPOConfig field name")
     _check_lf_overrides("CRITIC_OVERRIDES", s["CRITIC_OVERRIDES"])
     rows = s["EVAL_ROWS"].split()
     for row in rows:
@@ -426,12 +428,21 @@ def _details(stage: Stage) -> dict[str, object]:
 REDO_HINT = "use another RUN_DIR, or delete that record to redo the stage and everything after it"
 
 
+def _program(name: str) -> str:
+    """A stage's program from this installation: ``python`` is this interpreter, a console script (``thinkj``) the one
+    beside it when there is one (a run started as ``.venv/bin/thinkj run`` without the venv on PATH finds it)."""
+    if name == "python":
+        return sys.executable
+    local = Path(sys.executable).parent / name
+    return str(local) if "/" not in name and local.is_file() else name
+
+
 def _step(stage: Stage, in_process: bool = False) -> stage_runner.Step:
     """The stage as the shared loop runs it: its command, output shown and logged (or, ``in_process``, run inside
     this process with its output in the log), then the output checked."""
 
     def work(log: Path) -> dict[str, object]:
-        argv = [sys.executable if stage.argv[0] == "python" else stage.argv[0], *stage.argv[1:]]
+        argv = [_program(stage.argv[0]), *stage.argv[1:]]
         run = stage_runner.run_in_process if in_process else stage_runner.run_logged
         status = run(argv, log)
         if status != 0:

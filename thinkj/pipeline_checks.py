@@ -47,14 +47,14 @@ def benchmark_data(s: Mapping[str, str]) -> dict[str, str]:
     item that is not ``name=location`` is an error (it would be ignored)."""
     out: dict[str, str] = {}
     benches = s["BENCHMARKS"].split()
-    for item in _split("BENCHMARK_DATA", s["BENCHMARK_DATA"]):
-        bench, sep, where = item.partition("=")
-        if not sep or not bench or not where:
-            raise ThinkJError(f"BENCHMARK_DATA: {item!r} is not benchmark=location")
+    from thinkj.overrides import parse_key_values
+
+    for bench, where in parse_key_values(_split("BENCHMARK_DATA", s["BENCHMARK_DATA"]), "BENCHMARK_DATA",
+                                         example="benchmark=location").items():
+        if not where:
+            raise ThinkJError(f"BENCHMARK_DATA {bench}: no location (benchmark=location)")
         if bench not in benches:
             raise ThinkJError(f"BENCHMARK_DATA: {bench!r} is not among BENCHMARKS={s['BENCHMARKS']!r}")
-        if bench in out:
-            raise ThinkJError(f"BENCHMARK_DATA: {bench!r} is given twice")
         local = bench == "synthetic" or "/" in where  # a hub name has one slash too: only a real run can tell
         if s["DRY_RUN"] != "1" and local and "://" not in where and not Path(where).exists() \
                 and Path(where) not in planned_files(s):  # a planned stage writes it (the generated task's pairs)

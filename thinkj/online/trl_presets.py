@@ -120,11 +120,15 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                         help="reward weight overrides key=value (e.g. base_url=http://JUDGE:8000/v1 scheme=knockout)")
     args = parser.parse_args(argv)
     cfg = load_config(args.config)
-    for item in args.reward_set:
-        key, sep, value = item.partition("=")
-        if not sep or not key:
-            raise ThinkJError(f"--reward-set {item!r}: expected key=value")
-        cfg["reward"].setdefault("weights", {})[key] = _parse_value(value)
+    from thinkj.overrides import parse_key_values
+
+    def yaml_typed(key: str, value: str, origin: str) -> Any:
+        return _parse_value(value)
+
+    reward_set = parse_key_values(args.reward_set, "--reward-set", yaml_typed)
+    config_set = parse_key_values(args.set, "--set", yaml_typed)  # checked now, before any data is read
+    if reward_set:
+        cfg["reward"].setdefault("weights", {}).update(reward_set)
     if args.texts:
         from thinkj.data.xml_judge_task import build_xml_judge_pairs
         from thinkj.export.verl import verl_rows
@@ -141,11 +145,10 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         from thinkj.records import read_jsonl
 
         rows = [r for _, r in read_jsonl(args.rows)]
-    overrides = dict(item.split("=", 1) for item in args.set)
     from thinkj.models.catalog import resolve_model
 
     summary = run_grpo(cfg, resolve_model(args.model), rows, args.out, args.steps,
-                       {k: _parse_value(v) for k, v in overrides.items()}, args.device)
+                       config_set, args.device)
     print(json.dumps(summary, indent=1, default=str))
     return summary
 

@@ -404,16 +404,17 @@ def _read_record(path: Path) -> dict | None:
 
 
 def parse_weights(items: list[str] | None) -> dict[str, float]:
-    weights = {}
-    for item in items or []:
-        name, sep, value = item.partition("=")
+    """``--weight NAME=NUMBER`` items through the one key=value parser (a name given twice is refused); whether a
+    weight is one the preset has, finite and not negative is the rewards' rule (:mod:`thinkj.rewards.weights`)."""
+    from thinkj.overrides import parse_key_values
+
+    def number(key: str, value: str, origin: str) -> float:
         try:
-            weights[name.strip()] = float(value)
+            return float(value)
         except ValueError:
-            raise LaunchError(f"--weight {item!r}: expected NAME=NUMBER, e.g. w_str=0.2") from None
-        if not sep or not name.strip():
-            raise LaunchError(f"--weight {item!r}: expected NAME=NUMBER, e.g. w_str=0.2")
-    return weights
+            raise LaunchError(f"--weight {key}={value!r}: expected NAME=NUMBER, e.g. w_str=0.2") from None
+
+    return parse_key_values(items, "--weight", number, example="e.g. w_str=0.2", error=LaunchError)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -53,14 +53,10 @@ def score(name: str, text: list[str] = typer.Option(..., help="completion text; 
     """Print the reward dict of each text (JSON lines). A weight the reward cannot use, or a ground truth it
     would record as a data error (``gold_error``), is a one-line error instead."""
     from thinkj.errors import ThinkJError
+    from thinkj.overrides import json_or_text, parse_key_values
     from thinkj.rewards.registry import get_group_reward, get_preset
 
-    weights = {}
-    for item in set_:
-        key, sep, value = item.partition("=")
-        if not sep or not key:
-            raise ThinkJError(f"--set {item!r}: expected key=value")
-        weights[key] = _value(value)
+    weights = parse_key_values(set_, "--set", json_or_text, example="e.g. --set w_str=0.5")
     if gt.lstrip()[:1] in ("{", "[") and not isinstance(_value(gt), (dict, list)):
         raise ThinkJError(f"--gt {gt!r}: not valid JSON")
     truth = _value(gt)
