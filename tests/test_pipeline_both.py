@@ -42,6 +42,8 @@ def test_every_stage_of_both_branches_runs_and_the_rows_are_compared(finished):
                   "eval_init_synthetic", "eval_offline_synthetic", "eval_online_synthetic", "compare", "tables"):
         assert stage in times["ran"], stage
     assert "merge" not in times["ran"]  # TRL writes the HF model itself
+    for stage in ("difficulty", "judge_sft", "eval_base_synthetic"):  # IN_PROCESS: python -m and thinkj alike
+        assert "(in process)" in (run_dir / "logs" / f"{stage}.log").read_text(), stage
     compared = json.loads((run_dir / "compare" / "compare.json").read_text())
     assert list(compared["rows"]) == ["base", "init", "offline", "online"]
     assert {r["n_judgments"] for r in compared["rows"].values()} == {40}  # 20 held-out pairs, both orders

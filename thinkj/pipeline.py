@@ -442,9 +442,11 @@ def _step(stage: Stage, in_process: bool = False) -> stage_runner.Step:
     this process with its output in the log), then the output checked."""
 
     def work(log: Path) -> dict[str, object]:
-        argv = [_program(stage.argv[0]), *stage.argv[1:]]
-        run = stage_runner.run_in_process if in_process else stage_runner.run_logged
-        status = run(argv, log)
+        if in_process:  # a console script by its name (its entry point), python as this interpreter
+            status = stage_runner.run_in_process([sys.executable if stage.argv[0] == "python" else stage.argv[0],
+                                                  *stage.argv[1:]], log)
+        else:
+            status = stage_runner.run_logged([_program(stage.argv[0]), *stage.argv[1:]], log)
         if status != 0:
             raise StageFailed(f"stage {stage.name} failed (exit {status}); its log: {log}")
         if not stage.output.exists():
