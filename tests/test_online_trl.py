@@ -29,7 +29,8 @@ def grpo_run(judge, tmp_path_factory):
     result = CliRunner().invoke(app, ["rl", "--engine", "trl", "--algo", "grpo", "--model", str(judge),
                                       "--data", str(tmp / "pairs.jsonl"), "--out", str(tmp / "out"), "--weight", "w_str=0.5",
                                       "--steps", "2", "--lr", "1e-4", "--num-generations", "4", "--prompts-per-step", "2",
-                                      "--max-completion-length", "96", "--device", "cpu", "save_steps=1"])
+                                      "--max-completion-length", "96", "--device", "cpu", "save_steps=1",
+                                      "logging_steps=1"])
     assert result.exit_code == 0, result.output
     summary = json.loads((tmp / "out" / DONE_MARKER).read_text())
     assert json.loads(result.output[result.output.rindex('{\n "engine"'):])["steps"] == summary["steps"]
@@ -43,7 +44,8 @@ def test_trl_grpo_runs_with_thinkj_reward(grpo_run):
     from transformers import AutoModelForCausalLM
 
     run, summary = grpo_run
-    assert run.weights == {"w_str": 0.5} and run.extra == {"save_steps": 1}
+    # a GRPORun field sets the run, any other key=value a GRPOConfig field
+    assert run.weights == {"w_str": 0.5} and run.save_steps == 1 and run.extra == {"logging_steps": 1}
     assert summary["steps"] == 2 and summary["device"] == "cpu" and summary["rows"] == 8
     state = json.loads(Path(summary["log"]).read_text())
     steps = [h for h in state["log_history"] if "reward" in h]
