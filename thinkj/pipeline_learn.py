@@ -242,7 +242,7 @@ def eval_stages(s: Mapping[str, str], w: Where, models: dict[str, Path], methods
                  *(dp if get_benchmark(bench).run is None else [])],  # a benchmark with its own runner: 1 worker
                 folder / bench / f"{bench}.results.json",
                 inputs={**({"model": model} if row != "base" or w.base_local else {}), **local}))
-    if len(rows) > 1 or rows != ["final"]:
+    if rows != ["final"]:
         out = w.run / "compare"
         stages.append(Stage("compare", ["thinkj", "eval", "compare", *[f"{r}={folders[r]}" for r in rows],
                                         "--out", str(out)], out / "compare.json"))

@@ -491,11 +491,16 @@ def load_source(kind: str, location: str | os.PathLike | None = None, *, split: 
             continue
         built.append((f"{stem}-{row_no}", messages, chosen, rejected, tie, strength, meta))
     pairs = shuffle_positions(built, name, seed)
+    return pairs, _counted(summary, pairs)
+
+
+def _counted(summary: LoadSummary, pairs: list[PreferencePair]) -> LoadSummary:
+    """``summary`` with the pairs written and their labels counted."""
     summary.pairs = len(pairs)
     summary.label_a = sum(p.label == "a" for p in pairs)
     summary.label_b = sum(p.label == "b" for p in pairs)
     summary.ties = sum(p.label == "tie" for p in pairs)
-    return pairs, summary
+    return summary
 
 
 def _load_pairs(location: str, *, limit: int | None, skip_invalid: bool,
@@ -518,11 +523,7 @@ def _load_pairs(location: str, *, limit: int | None, skip_invalid: bool,
             _reject(summary, skip_invalid, RecordError(str(err), path=location, line=row_no))
             continue
         pairs.append(replace(pair, source=source_name) if source_name else pair)
-    summary.pairs = len(pairs)
-    summary.label_a = sum(p.label == "a" for p in pairs)
-    summary.label_b = sum(p.label == "b" for p in pairs)
-    summary.ties = sum(p.label == "tie" for p in pairs)
-    return pairs, summary
+    return pairs, _counted(summary, pairs)
 
 
 def _strength_value(value: Any, column: str, thresholds: tuple[float, float]) -> int:

@@ -125,6 +125,17 @@ def sft_batch(rows: list[tuple[list[int], list[int]]], pad_id: int) -> tuple[Any
     return ids, mask, labels
 
 
+def sft_step(model: Any, optimizer: Any, rows: list[tuple[list[int], list[int]]], pad_id: int,
+             device: str = "cpu") -> float:
+    """One optimizer step of the answer-only loss on ``rows`` (:func:`sft_batch`); returns the loss."""
+    ids, mask, labels = sft_batch(rows, pad_id)
+    loss = model(input_ids=ids.to(device), attention_mask=mask.to(device), labels=labels.to(device)).loss
+    loss.backward()
+    optimizer.step()
+    optimizer.zero_grad()
+    return loss.item()
+
+
 def finetune_tiny_judge(base: str | Path, out: str | Path, steps: int = 120, seed: int = 0, lr: float = 3e-3,
                         batch: int = 16, device: str = "cpu") -> Path:
     """A tiny judge: full fine-tuning of the tiny model on Think-J answers to synthetic pairs (prompt masked).
@@ -158,12 +169,7 @@ def finetune_tiny_judge(base: str | Path, out: str | Path, steps: int = 120, see
     losses = []
     for step in range(steps):
         rows = [examples[(step * batch + i) % len(examples)] for i in range(batch)]
-        ids, mask, labels = sft_batch(rows, tokenizer.pad_token_id)
-        loss = model(input_ids=ids.to(device), attention_mask=mask.to(device), labels=labels.to(device)).loss
-        loss.backward()
-        losses.append(loss.item())
-        optimizer.step()
-        optimizer.zero_grad()
+        losses.append(sft_step(model, optimizer, rows, tokenizer.pad_token_id, device))
     model.save_pretrained(out)
     tokenizer.save_pretrained(out)
     write_json(Path(out) / "thinkj_finetune.json", {"steps": steps, "device": device, "first_loss": losses[0],

@@ -74,7 +74,7 @@ def format_only_judge(base: str | Path, out: str | Path, *, steps: int = 120, ba
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from thinkj.models.tiny import sft_batch
+    from thinkj.models.tiny import sft_step
     from thinkj.prompts import get_template, judge_output
 
     torch.manual_seed(seed)
@@ -94,12 +94,7 @@ def format_only_judge(base: str | Path, out: str | Path, *, steps: int = 120, ba
             answer = tokenizer(judge_output(explain(pair), verdict, pair.strength) + tokenizer.eos_token,
                                add_special_tokens=False)["input_ids"]
             rows.append((prompt, answer))
-        ids, mask, labels = sft_batch(rows, tokenizer.pad_token_id)
-        loss = model(input_ids=ids, attention_mask=mask, labels=labels).loss
-        loss.backward()
-        losses.append(loss.item())
-        optimizer.step()
-        optimizer.zero_grad()
+        losses.append(sft_step(model, optimizer, rows, tokenizer.pad_token_id))
     model.save_pretrained(out)
     tokenizer.save_pretrained(out)
     write_json(Path(out) / "thinkj_canary_init.json", {"steps": steps, "first_loss": losses[0],
