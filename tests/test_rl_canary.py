@@ -1,12 +1,19 @@
-"""RL canaries: TRL GRPO with the Think-J reward must raise the held-out probability of the right verdict on a task
-the init judge has only partly learnt, and the same run with shuffled gold labels must not (thinkj/online/canary.py
-has the task, the init judge, the metric and the test).
+"""RL canaries: GRPO with the Think-J reward must raise the held-out probability of the right verdict on a task the
+init judge has only partly learnt, and the same run with every gold label on the wrong side (``flipped``: the
+accuracy term negated) must not (thinkj/online/canary.py has the task, the init judge, the metric and the test).
+TRL runs through ``run_trl_grpo`` (``thinkj train rl --engine trl``); verl through ``DEVICE=cpu bash
+scripts/train_verl.sh`` and verl's model merger (thinkj/online/canary_verl.py).
 
 The test (``sign_test``): per held-out pair (64), the teacher-forced probability of the right verdict letter, both
 orders combined so that a mere change of side cancels (``position_free``), after vs before RL; one-sided exact sign
 test p < 0.05 AND mean rise >= 0.05.
-Breaks tried: the accuracy term's sign flipped in thinkj/rewards/judge.py (the right arm then fails: mean fell);
-golds shuffled (the control arm, below). Seed 0 runs by default (~2-3 min on 2 cores); seed 1 with ``-m "rl_canary and opt_in"``.
+Breaks tried: the accuracy term's sign flipped in thinkj/rewards/judge.py (the right arm then fails: mean fell;
+TRL session 9, verl session 10, experiments/LOG.md). Shuffled golds are not the control: on verl they raised the
+metric past the bar by sharpening the init's own leaning (experiments/LOG.md, "RL canaries, session 10").
+
+In ``make test`` (``-m rl_canary``): TRL GRPO seed 0 (~95 s) and verl GRPO seed 0 (~6 min: two verl runs; its right
+arm also validates on the held-out pairs and carries tests/test_verl_cpu_validation.py's check). Opt-in
+(``-m "rl_canary and opt_in"``): TRL seed 1, verl ``grpo_consistent``, PPO and Reinforce++ (~6 min each).
 """
 
 from __future__ import annotations
@@ -16,10 +23,12 @@ import math
 import pytest
 
 from thinkj.online.canary import (
+    CONTROL,
     INFORMATIVE,
     INIT_STEPS,
     canary_arm,
     canary_rl_pairs,
+    canary_verdict,
     format_only_judge,
     paired_test,
     position_free,
@@ -68,30 +77,79 @@ def test_position_free_ignores_a_change_of_side_and_sees_content():
         position_free([0.5])
 
 
-def test_shuffled_gold_keeps_responses_and_balance_and_breaks_the_rule():
+def test_controls_keep_responses_and_balance_and_break_the_rule():
     right = canary_rl_pairs(200, seed=3)
-    shuffled = canary_rl_pairs(200, seed=3, shuffle_gold=True)
-    assert [(p.response_a, p.response_b) for p in right] == [(p.response_a, p.response_b) for p in shuffled]
+    shuffled = canary_rl_pairs(200, seed=3, control="shuffled")
+    flipped = canary_rl_pairs(200, seed=3, control="flipped")
+    for control in (shuffled, flipped):
+        assert [(p.response_a, p.response_b) for p in right] == [(p.response_a, p.response_b) for p in control]
     assert sum(p.label == "a" for p in shuffled) == 100
     agree = sum(p.label == q.label for p, q in zip(right, shuffled))
     assert 70 < agree < 130  # independent of the rule: about half agree
+    assert all(p.label != q.label for p, q in zip(right, flipped))  # every gold on the other side
+    with pytest.raises(ValueError, match="choose one of flipped, shuffled"):
+        canary_rl_pairs(4, seed=3, control="negated")
+
+
+@pytest.fixture(scope="module")
+def init_judge(tmp_path_factory):
+    """The canary's init judge of a seed, built once per module (the TRL and verl canaries share seed 0's) with
+    its held-out right-verdict probabilities; the precondition checked once."""
+    from thinkj.models.tiny import build_tiny_model
+
+    made: dict[int, tuple] = {}
+
+    def get(seed: int) -> tuple:
+        if seed not in made:
+            root = tmp_path_factory.mktemp(f"canary_init_{seed}")
+            tiny = build_tiny_model(root / "tiny", seed=seed)
+            init = format_only_judge(tiny, root / "init", seed=seed, steps=INIT_STEPS, informative=INFORMATIVE)
+            before = verdict_probabilities(init)
+            free = position_free(before)
+            assert 0.55 < sum(free) / len(free) < 0.9  # the init has the content binding, but far from certain
+            made[seed] = (init, before)
+        return made[seed]
+
+    return get
 
 
 @pytest.mark.slow
 @pytest.mark.rl_canary
 @pytest.mark.parametrize("seed", [0, pytest.param(1, marks=pytest.mark.opt_in)])
-def test_trl_grpo_learns_the_canary_and_not_the_shuffled_control(tmp_path, seed):
-    from thinkj.models.tiny import build_tiny_model
-
-    tiny = build_tiny_model(tmp_path / "tiny", seed=seed)
-    init = format_only_judge(tiny, tmp_path / "init", seed=seed, steps=INIT_STEPS,
-                             informative=INFORMATIVE)
-    before = verdict_probabilities(init)
-    free = position_free(before)
-    assert 0.55 < sum(free) / len(free) < 0.9  # the init has the content binding, but far from certain
+def test_trl_grpo_learns_the_canary_and_not_the_control(tmp_path, init_judge, seed):
+    init, before = init_judge(seed)
     right = canary_arm(init, tmp_path, seed=seed, before=before)
-    control = canary_arm(init, tmp_path, seed=seed, shuffle_gold=True, before=before)
+    control = canary_arm(init, tmp_path, seed=seed, control=CONTROL, before=before)
     print(f"seed {seed}: right {right}\ncontrol {control}")
-    assert right["learned"], f"RL on the right golds did not learn the canary: {right}"
-    assert not control["learned"], f"RL on shuffled golds passed the canary test: {control}"
+    holds, why = canary_verdict(right, control)
+    assert holds, why
+    assert control["rise"] < right["rise"]
+
+
+@pytest.mark.slow
+@pytest.mark.rl_canary
+@pytest.mark.timeout(1800)
+@pytest.mark.parametrize("algo", ["grpo",
+                                  pytest.param("grpo_consistent", marks=pytest.mark.opt_in),
+                                  pytest.param("ppo", marks=[pytest.mark.opt_in, pytest.mark.verl_cpu_all]),
+                                  pytest.param("reinforce_pp", marks=[pytest.mark.opt_in, pytest.mark.verl_cpu_all])])
+def test_verl_learns_the_canary_and_not_the_control(tmp_path, init_judge, algo):
+    from test_verl_cpu_validation import check_held_out_metrics
+
+    from thinkj.online.canary import RL_SETTINGS
+    from thinkj.online.canary_verl import VAL_EVERY, verl_canary_arm
+
+    init, before = init_judge(0)
+    right = verl_canary_arm(init, tmp_path, algo=algo, seed=0, before=before, val=algo == "grpo")
+    control = verl_canary_arm(init, tmp_path, algo=algo, seed=0, control=CONTROL, before=before)
+    report = {arm["arm"]: {k: v for k, v in arm.items() if k != "rows"} for arm in (right, control)}
+    print(f"verl {algo}: {report}")
+    if algo == "grpo":  # learning visible during the run: held-out judge metrics, equal to verl's validation dump
+        out = tmp_path / "grpo-right"
+        steps = list(range(0, RL_SETTINGS["steps"] + 1, VAL_EVERY))
+        logged = check_held_out_metrics(right["rows"], out / "validation", tmp_path / "val.parquet",
+                                        tmp_path / "grpo-right.parquet", steps)
+        print({step: logged[step]["pair_acc"] for step in steps})
+    holds, why = canary_verdict(right, control)
+    assert holds, why
     assert control["rise"] < right["rise"]

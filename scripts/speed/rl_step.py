@@ -213,19 +213,6 @@ VERL_PARTS = {"gen": "gen", "update": "update_actor", "reward": "reward", "ref":
 VERL_SETTINGS: dict[str, list[str]] = {"before": [], "bf16": ["BF16"], "fit": ["FIT"], "after": ["BF16", "FIT"]}
 
 
-def fitted_prompt_length(model: str, data: Path, multiple: int = 16) -> int:
-    """The longest chat-templated prompt of ``data`` in tokens, rounded up to ``multiple``."""
-    from transformers import AutoTokenizer
-
-    from thinkj.records import read_parquet
-
-    tokenizer = AutoTokenizer.from_pretrained(model)
-    longest = max(len(tokenizer.apply_chat_template(list(r["prompt"]), add_generation_prompt=True, tokenize=True,
-                                                    return_dict=False))
-                  for r in read_parquet(data, ["prompt"]))
-    return -(-longest // multiple) * multiple
-
-
 def verl_breakdown(row: dict[str, Any]) -> dict[str, float]:
     timing = {k.removeprefix("timing_s/"): float(v) for k, v in row.items() if k.startswith("timing_s/")}
     parts = {part: timing.get(key, 0.0) for part, key in VERL_PARTS.items()}
@@ -236,6 +223,7 @@ def verl_breakdown(row: dict[str, Any]) -> dict[str, float]:
 
 
 def run_verl(setting: str, model: str, data: Path, out: Path, args: argparse.Namespace) -> list[dict[str, float]]:
+    from thinkj.export.verl import fitted_prompt_length
     from thinkj.online import verl_cpu
     from thinkj.online.verl_launch import VerlLaunch, run
 

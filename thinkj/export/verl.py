@@ -149,3 +149,17 @@ def write_verl_parquet(path: str | os.PathLike, pairs: Iterable[PreferencePair],
             raise failure from None
         raise
     return {"rows": len(rows), "skipped_tie": skipped["tie"], "gold_a_share": share}
+
+
+def fitted_prompt_length(model: str | Path, data: str | Path, multiple: int = 16) -> int:
+    """The longest chat-templated prompt of a verl parquet in tokens, rounded up to ``multiple`` (verl pads every
+    prompt to data.max_prompt_length and, without remove-padding, computes on the padding)."""
+    from transformers import AutoTokenizer
+
+    from thinkj.records import read_parquet
+
+    tokenizer = AutoTokenizer.from_pretrained(model)
+    longest = max(len(tokenizer.apply_chat_template(list(r["prompt"]), add_generation_prompt=True, tokenize=True,
+                                                    return_dict=True)["input_ids"])
+                  for r in read_parquet(data, ["prompt"]))
+    return -(-longest // multiple) * multiple

@@ -11,11 +11,13 @@ the canary reads no generation: :func:`verdict_probabilities` is the teacher-for
 letter after the rule-based rationale, per held-out judgment, made free of the position preference per pair
 (:func:`position_free`), and :func:`sign_test` (one-sided exact sign test AND a
 least mean rise, both fixed in advance) compares before and after. :func:`canary_arm` runs one arm: TRL GRPO
-(``run_trl_grpo``, the code path of ``thinkj train rl --engine trl``) from the init judge on right or shuffled golds.
+(``run_trl_grpo``, the code path of ``thinkj train rl --engine trl``) from the init judge on right or flipped golds.
 
     init = format_only_judge(tiny_model_dir, "runs/canary/init", informative=INFORMATIVE)
     canary_arm(init, "runs/canary", seed=0)                      # must learn: result["learned"] is True
-    canary_arm(init, "runs/canary", seed=0, shuffle_gold=True)   # negative control: must not
+    canary_arm(init, "runs/canary", seed=0, control="flipped")   # negative control: must not
+
+verl's algorithms run the same arms through ``scripts/train_verl.sh`` (:mod:`thinkj.online.canary_verl`).
 
 Greedy helpers kept from the first attempt: :func:`held_out_correct` and :func:`paired_test` (exact McNemar).
 """
@@ -46,13 +48,27 @@ RL_PAIRS = 256
 MIN_RISE = 0.05  # the least mean rise of the right verdict's probability that counts as learning, fixed in advance
 
 
-def canary_rl_pairs(n: int, seed: int, *, shuffle_gold: bool = False) -> list[PreferencePair]:
-    """``n`` RL pairs; with ``shuffle_gold`` each pair's gold label is a fair coin of its own (the negative control:
-    the responses keep their places, so the label no longer follows the rule). Labels stay balanced: TRL's run
-    refuses data whose golds all sit on one side."""
+CONTROLS = ("flipped", "shuffled")  # negative controls: golds on the wrong side / golds a coin of their own
+CONTROL = "flipped"  # the canary's control (experiments/LOG.md, "RL canaries, session 10": why not "shuffled")
+
+
+def canary_rl_pairs(n: int, seed: int, *, control: str | None = None) -> list[PreferencePair]:
+    """``n`` RL pairs; ``control`` makes a negative control, the responses keeping their places:
+
+    - ``"flipped"``: every gold label on the other side, so the accuracy term pays the wrong verdict (the reward's
+      accuracy term negated, up to a constant; format and strength terms unchanged). It must lower the metric.
+    - ``"shuffled"``: each gold a fair coin of its own, so the label no longer follows the rule. Not a must-not-rise
+      control where the init already leans right: GRPO on coin golds sharpens the init's own leaning (verl: +0.073 on
+      seed 0, experiments/LOG.md, "RL canaries, session 10"). Kept for the record.
+
+    Labels stay balanced: TRL's run refuses data whose golds all sit on one side."""
     pairs = make_pairs(n, seed=seed, id_prefix="canary-rl")
-    if not shuffle_gold:
+    if control is None:
         return pairs
+    if control == "flipped":
+        return [replace(p, label={"a": "b", "b": "a"}[p.label]) for p in pairs]
+    if control != "shuffled":
+        raise ValueError(f"control {control!r}: choose one of {', '.join(CONTROLS)} (or None for the right golds)")
     labels = (["a", "b"] * (n // 2 + 1))[:n]
     random.Random(seed + 1).shuffle(labels)
     return [replace(p, label=label) for p, label in zip(pairs, labels)]
@@ -183,26 +199,40 @@ def sign_test(before: list[float], after: list[float], *, alpha: float = ALPHA,
             "ups": ups, "downs": downs, "p_one_sided": p, "learned": p < alpha and rise >= min_rise}
 
 
-def canary_arm(init: str | Path, root: str | Path, *, seed: int, shuffle_gold: bool = False,
+def canary_arm(init: str | Path, root: str | Path, *, seed: int, control: str | None = None,
                before: list[float] | None = None, **settings: Any) -> dict[str, Any]:
-    """One canary arm: TRL GRPO from ``init`` on :data:`RL_PAIRS` canary pairs (golds shuffled for the negative
-    control), then :func:`sign_test` over the 64 held-out pairs of :func:`position_free` probabilities before
-    (``before``: :func:`verdict_probabilities` of ``init``, measured when not given) and after; ``per_order`` is the
-    same test on the 128 per-order probabilities, for the record. ``settings`` override :data:`RL_SETTINGS`. The
-    result also holds the run's first and last rewards."""
+    """One TRL canary arm: TRL GRPO from ``init`` on :data:`RL_PAIRS` canary pairs (right golds, or the negative
+    ``control`` of :func:`canary_rl_pairs`), then :func:`judge_moved`. ``settings`` override :data:`RL_SETTINGS`.
+    The result also holds the run's first and last rewards."""
     from thinkj.online.trl_grpo import GRPORun, run_trl_grpo
 
-    arm = "shuffled" if shuffle_gold else "right"
+    arm = control or "right"
     root = Path(root)
-    data = write_rl_pairs(root / f"rl-{arm}.jsonl", canary_rl_pairs(RL_PAIRS, seed, shuffle_gold=shuffle_gold))
+    data = write_rl_pairs(root / f"rl-{arm}.jsonl", canary_rl_pairs(RL_PAIRS, seed, control=control))
     run = GRPORun(model=str(init), data=str(data), out_dir=str(root / f"rl-{arm}"), seed=seed, device="cpu",
                   **{**RL_SETTINGS, **settings})
     summary = run_trl_grpo(run, force=True)
+    return {**judge_moved(init, summary["model_dir"], before), "arm": arm, "first_reward": summary["first_reward"],
+            "last_reward": summary["last_reward"]}
+
+
+def judge_moved(init: str | Path, trained: str | Path, before: list[float] | None = None) -> dict[str, Any]:
+    """:func:`sign_test` over the 64 held-out pairs of :func:`position_free` probabilities of ``init`` (``before``:
+    its :func:`verdict_probabilities`, measured when not given) and ``trained``; ``per_order`` is the same test on
+    the 128 per-order probabilities, for the record."""
     before = before if before is not None else verdict_probabilities(init)
-    after = verdict_probabilities(summary["model_dir"])
-    result = sign_test(position_free(before), position_free(after))
-    return {**result, "arm": arm, "first_reward": summary["first_reward"], "last_reward": summary["last_reward"],
-            "per_order": sign_test(before, after)}
+    after = verdict_probabilities(trained)
+    return {**sign_test(position_free(before), position_free(after)), "per_order": sign_test(before, after)}
+
+
+def canary_verdict(right: dict[str, Any], control: dict[str, Any]) -> tuple[bool, str]:
+    """Whether a canary holds: the right-gold arm passes :func:`sign_test` and its control does not."""
+    if not right["learned"]:
+        return False, f"RL on the right golds did not learn the canary: {right}"
+    if control["learned"]:
+        return False, f"RL on the {control['arm']} control passed the canary test: {control}"
+    return True, f"learned (rise {right['rise']:+.3f}, p {right['p_one_sided']:.2g}); control {control['arm']} " \
+                 f"did not (rise {control['rise']:+.3f})"
 
 
 def paired_test(before: list[bool], after: list[bool]) -> dict[str, Any]:
