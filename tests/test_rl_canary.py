@@ -29,6 +29,7 @@ from thinkj.online.canary import (
     canary_arm,
     canary_rl_pairs,
     canary_verdict,
+    eval_pairs,
     format_only_judge,
     paired_test,
     position_free,
@@ -89,6 +90,10 @@ def test_controls_keep_responses_and_balance_and_break_the_rule():
     assert all(p.label != q.label for p, q in zip(right, flipped))  # every gold on the other side
     with pytest.raises(ValueError, match="choose one of flipped, shuffled"):
         canary_rl_pairs(4, seed=3, control="negated")
+    # no RL pair shows the two responses of a held-out pair (13 of 64 did before the filter, seed 0; the verl
+    # canary's held-out check caught it)
+    held = {frozenset((p.response_a, p.response_b)) for p in eval_pairs()}
+    assert not any(frozenset((p.response_a, p.response_b)) in held for p in right)
 
 
 @pytest.fixture(scope="module")
@@ -153,3 +158,17 @@ def test_verl_learns_the_canary_and_not_the_control(tmp_path, init_judge, algo):
     holds, why = canary_verdict(right, control)
     assert holds, why
     assert control["rise"] < right["rise"]
+
+
+@pytest.mark.parametrize("args, message", [(["--engine", "trl", "--algo", "ppo"], "trl runs grpo only"),
+                                           (["--engine", "verl", "--algo", "dapo"], "choose one of grpo"),
+                                           (["--control", "negated"], "choose one of flipped, shuffled")])
+def test_canary_command_refuses_what_it_cannot_run(tmp_path, args, message):
+    from typer.testing import CliRunner
+
+    from thinkj.cli import _register_subcommands, app
+
+    _register_subcommands()
+    result = CliRunner().invoke(app, ["train", "canary", *args, "--out", str(tmp_path)], terminal_width=300)
+    assert result.exit_code == 2 and message in " ".join(result.output.split()), result.output
+    assert not any(tmp_path.iterdir())  # refused before building anything

@@ -52,8 +52,15 @@ CONTROLS = ("flipped", "shuffled")  # negative controls: golds on the wrong side
 CONTROL = "flipped"  # the canary's control (experiments/LOG.md, "RL canaries, session 10": why not "shuffled")
 
 
+def eval_pairs(n: int = 64) -> list[PreferencePair]:
+    """The canary's held-out pairs (seed :data:`EVAL_SEED`)."""
+    return make_pairs(n, seed=EVAL_SEED, id_prefix="canary-eval")
+
+
 def canary_rl_pairs(n: int, seed: int, *, control: str | None = None) -> list[PreferencePair]:
-    """``n`` RL pairs; ``control`` makes a negative control, the responses keeping their places:
+    """``n`` RL pairs, none with the two responses of a held-out pair (:func:`eval_pairs`; the fruit task's space is
+    small: 13 of 64 held-out pairs recurred verbatim among 256 drawn pairs), half with gold 'a'. ``control`` makes a
+    negative control, the responses keeping their places:
 
     - ``"flipped"``: every gold label on the other side, so the accuracy term pays the wrong verdict (the reward's
       accuracy term negated, up to a constant; format and strength terms unchanged). It must lower the metric.
@@ -62,7 +69,14 @@ def canary_rl_pairs(n: int, seed: int, *, control: str | None = None) -> list[Pr
       seed 0, experiments/LOG.md, "RL canaries, session 10"). Kept for the record.
 
     Labels stay balanced: TRL's run refuses data whose golds all sit on one side."""
-    pairs = make_pairs(n, seed=seed, id_prefix="canary-rl")
+    held = {frozenset((p.response_a, p.response_b)) for p in eval_pairs()}
+    pool = [p for p in make_pairs(4 * n, seed=seed, id_prefix="canary-rl")
+            if frozenset((p.response_a, p.response_b)) not in held]
+    sides = {side: [p for p in pool if p.label == side] for side in "ab"}
+    if len(sides["a"]) < n // 2 or len(sides["b"]) < n - n // 2:
+        raise ValueError(f"only {len(pool)} fruit pairs of {4 * n} drawn are unlike the held-out ones; ask for fewer")
+    chosen = {id(p) for p in sides["a"][:n // 2] + sides["b"][:n - n // 2]}
+    pairs = [p for p in pool if id(p) in chosen]  # make_pairs' shuffled order
     if control is None:
         return pairs
     if control == "flipped":
@@ -126,7 +140,7 @@ def held_out_correct(model_dir: str | Path, n_pairs: int = 64, *, max_new_tokens
     from thinkj.inference.both_orders import judge_both_orders
     from thinkj.inference.hf import HFBackend
 
-    pairs = make_pairs(n_pairs, seed=EVAL_SEED, id_prefix="canary-eval")
+    pairs = eval_pairs(n_pairs)
     backend = HFBackend(model_dir, batch_size=64, device="cpu", dtype="float32")
     records = judge_both_orders(backend, pairs, TEMPLATE, SamplingParams(temperature=0.0,
                                                                           max_new_tokens=max_new_tokens), strict=True)
@@ -149,7 +163,7 @@ def verdict_probabilities(model_dir: str | Path, n_pairs: int = 64) -> list[floa
     model = AutoModelForCausalLM.from_pretrained(model_dir, dtype="float32").eval()
     template = get_template(TEMPLATE)
     items = []  # (ids up to the letter, id of the right letter, id of the wrong letter)
-    for pair in make_pairs(n_pairs, seed=EVAL_SEED, id_prefix="canary-eval"):
+    for pair in eval_pairs(n_pairs):
         for shown in (pair, pair.swapped()):
             prompt = tokenizer.apply_chat_template(template.render(shown), add_generation_prompt=True,
                                                    tokenize=True, return_dict=True)["input_ids"]

@@ -22,9 +22,8 @@ from pathlib import Path
 from typing import Any
 
 from thinkj.errors import ThinkJError
-from thinkj.online.canary import EVAL_SEED, RL_PAIRS, RL_SETTINGS, canary_rl_pairs, judge_moved
+from thinkj.online.canary import RL_PAIRS, RL_SETTINGS, canary_rl_pairs, eval_pairs, judge_moved
 from thinkj.paths import PROJECT_ROOT
-from thinkj.synthetic.fruit_task import make_pairs
 
 ALGOS = ("grpo", "grpo_consistent", "ppo", "reinforce_pp")
 CRITIC_LR = 1e-3  # PPO's value head starts from nothing; Table 11's 1e-5 would leave it there for 30 steps
@@ -81,7 +80,7 @@ def verl_canary_arm(init: str | Path, root: str | Path, *, algo: str, seed: int,
            "PYTHON": sys.executable}
     if val:
         env["VAL_DATA"] = str(root / "val.parquet")
-        write_verl_parquet(env["VAL_DATA"], make_pairs(64, seed=EVAL_SEED, id_prefix="canary-eval"), split="val",
+        write_verl_parquet(env["VAL_DATA"], eval_pairs(), split="val",
                            twins=True, seed=seed)
     overrides = verl_canary_overrides(algo, fitted_prompt_length(init, train), val=val,
                                       validation_dir=out / "validation" if val else None)

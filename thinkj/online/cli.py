@@ -10,6 +10,8 @@
     thinkj train rl --engine verl --algo grpo --model runs/qwen7b/judge_sft --data data/verl/train.parquet --dry-run
     thinkj train rl --engine verl --algo reinforce_pp --model runs/qwen7b/judge_sft --data data/verl/train.parquet \\
         --nnodes 1 --weight w_str=0.0 trainer.total_epochs=2
+    # the RL canary before a cluster run: must learn a learnable task, and must not on flipped golds (exit 1 if not)
+    thinkj train canary --engine verl --algo ppo --out runs/canary
     # curves (reward, accuracy, response length, KL) from verl's or TRL's logs
     thinkj train curves runs/qwen7b/online_grpo/logs --out runs/qwen7b/online_grpo/curves.png
 
@@ -143,6 +145,57 @@ def curves(logdir: Path = typer.Argument(..., help="verl log folder / *.jsonl / 
     typer.echo(f"wrote {path}")
 
 
+def canary(engine: str = typer.Option("trl", help="trl | verl (verl: DEVICE=cpu bash scripts/train_verl.sh)"),
+           algo: str = typer.Option("grpo", help="verl: grpo | grpo_consistent | ppo | reinforce_pp; trl: grpo"),
+           seed: int = typer.Option(0, help="tiny model, init judge, data and RL seed"),
+           control: str = typer.Option("flipped", help="negative control: flipped (golds on the wrong side) | "
+                                                       "shuffled (golds a coin; can rise by sharpening alone)"),
+           out: Path = typer.Option(Path("runs/canary"), help="work folder; canary.json is written last")) -> None:
+    """Does this RL path learn? The tiny model fine-tuned to a half-informative fruit-task judge, RL on the right
+    golds (must raise the held-out right-verdict probability: one-sided sign test p < 0.05 and a mean rise >= 0.05)
+    and on the control's golds (must not). Minutes on a CPU (thinkj/online/canary.py); exit 1 if the canary fails."""
+    from thinkj.atomic import write_text_atomic
+    from thinkj.models.tiny import build_tiny_model
+    from thinkj.online.canary import (
+        CONTROLS,
+        INFORMATIVE,
+        INIT_STEPS,
+        canary_arm,
+        canary_verdict,
+        format_only_judge,
+        verdict_probabilities,
+    )
+    from thinkj.online.canary_verl import ALGOS, verl_canary_arm
+
+    if control not in CONTROLS:
+        raise typer.BadParameter(f"--control {control!r}: choose one of {', '.join(CONTROLS)}")
+    if engine == "trl" and algo != "grpo":
+        raise typer.BadParameter(f"--engine trl runs grpo only (got --algo {algo!r})")
+    if engine == "verl" and algo not in ALGOS:
+        raise typer.BadParameter(f"--algo {algo!r}: choose one of {', '.join(ALGOS)}")
+    if engine not in ("trl", "verl"):
+        raise typer.BadParameter(f"--engine {engine!r}: choose trl or verl")
+    root = out / f"{engine}-{algo}-seed{seed}"
+    (root / "canary.json").unlink(missing_ok=True)
+    init = format_only_judge(build_tiny_model(root / "tiny", seed=seed), root / "init", seed=seed, steps=INIT_STEPS,
+                             informative=INFORMATIVE)
+    before = verdict_probabilities(init)
+    arms = []
+    for arm_control in (None, control):
+        if engine == "trl":
+            arms.append(canary_arm(init, root, seed=seed, control=arm_control, before=before))
+        else:
+            result = verl_canary_arm(init, root, algo=algo, seed=seed, control=arm_control, before=before)
+            arms.append({k: v for k, v in result.items() if k != "rows"})
+        typer.echo(json.dumps({k: v for k, v in arms[-1].items() if k != "per_order"}), err=True)
+    holds, why = canary_verdict(*arms)
+    write_text_atomic(root / "canary.json", json.dumps({"engine": engine, "algo": algo, "seed": seed, "holds": holds,
+                                                       "why": why, "arms": arms}, indent=1) + "\n")
+    typer.echo(f"canary {'holds' if holds else 'FAILED'}: {why}")
+    raise typer.Exit(0 if holds else 1)
+
+
 def register(app: typer.Typer) -> None:
     app.command("rl")(rl)
+    app.command("canary")(canary)
     app.command("curves")(curves)
