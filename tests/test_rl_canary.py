@@ -92,7 +92,11 @@ def test_controls_keep_responses_and_balance_and_break_the_rule():
         canary_rl_pairs(4, seed=3, control="negated")
     # no RL pair shows the two responses of a held-out pair (13 of 64 did before the filter, seed 0; the verl
     # canary's held-out check caught it)
-    held = {frozenset((p.response_a, p.response_b)) for p in eval_pairs()}
+    held_out = eval_pairs()
+    held = {frozenset((p.response_a, p.response_b)) for p in held_out}
+    # 64 distinct comparisons, balanced (a plain draw repeated two: verl's dump, matched by prompt text, caught it)
+    assert len({(str(p.messages), p.response_a, p.response_b) for p in held_out}) == 64
+    assert sum(p.label == "a" for p in held_out) == 32
     assert not any(frozenset((p.response_a, p.response_b)) in held for p in right)
 
 

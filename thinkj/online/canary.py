@@ -52,9 +52,26 @@ CONTROLS = ("flipped", "shuffled")  # negative controls: golds on the wrong side
 CONTROL = "flipped"  # the canary's control (experiments/LOG.md, "RL canaries, session 10": why not "shuffled")
 
 
+def _distinct_balanced(pairs: list[PreferencePair], n: int, where: str) -> list[PreferencePair]:
+    """The first ``n`` of ``pairs`` with no comparison (question and the two responses) repeated, half with gold
+    'a', in their order."""
+    seen, sides = set(), {"a": [], "b": []}
+    for pair in pairs:
+        key = (str(pair.messages), frozenset((pair.response_a, pair.response_b)))
+        if key not in seen:
+            seen.add(key)
+            sides[pair.label].append(pair)
+    if len(sides["a"]) < n // 2 or len(sides["b"]) < n - n // 2:
+        raise ValueError(f"{where}: only {len(seen)} distinct fruit comparisons of {len(pairs)} drawn; ask for fewer")
+    chosen = {id(p) for p in sides["a"][:n // 2] + sides["b"][:n - n // 2]}
+    return [p for p in pairs if id(p) in chosen]
+
+
 def eval_pairs(n: int = 64) -> list[PreferencePair]:
-    """The canary's held-out pairs (seed :data:`EVAL_SEED`)."""
-    return make_pairs(n, seed=EVAL_SEED, id_prefix="canary-eval")
+    """The canary's held-out pairs (seed :data:`EVAL_SEED`): ``n`` distinct comparisons, half with gold 'a' (the
+    fruit task's space is small: a plain draw of 64 repeats some, and verl's validation dump is matched to its rows
+    by prompt text)."""
+    return _distinct_balanced(make_pairs(4 * n, seed=EVAL_SEED, id_prefix="canary-eval"), n, "held-out pairs")
 
 
 def canary_rl_pairs(n: int, seed: int, *, control: str | None = None) -> list[PreferencePair]:
