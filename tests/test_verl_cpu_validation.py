@@ -12,10 +12,10 @@ trade places: 0.857 / 0.571 after step 2 instead of 0.571 / 0.857). ``pair_acc``
 tests/test_heldout_validation.py's hand values (0.75 instead of 0.5), tried once. Cost: 102 s of verl (144 s with
 the judge's fine-tune) on 2 shared cores, peak 9.8 GB RSS.
 
-    python -m pytest -q tests/test_verl_cpu_validation.py -m opt_in
+    python -m pytest -q tests/test_verl_cpu_validation.py
 
-Opt-in since the verl GRPO canary (tests/test_rl_canary.py) runs :func:`check_held_out_metrics` on its own run in
-``make test`` (a 30-step run validated at steps 0, 10, 20 and 30 on 64 held-out comparisons in both orders).
+The opt-in verl GRPO canary (tests/test_rl_canary.py) runs :func:`check_held_out_metrics` on its 30-step run too
+(validated at steps 0, 10, 20 and 30 on 64 held-out comparisons in both orders).
 """
 
 from __future__ import annotations
@@ -121,7 +121,6 @@ def check_held_out_metrics(rows: list[dict], dump_dir: Path, val_parquet: Path, 
     return dict(logged)
 
 
-@pytest.mark.opt_in  # make test carries this check on the verl GRPO canary's run (tests/test_rl_canary.py)
 def test_held_out_validation_metrics_equal_the_dump(judge, held_out_data, tmp_path_factory):
     out = tmp_path_factory.mktemp("verl_validation") / "grpo"
     dump_dir = out / "validation"

@@ -7,9 +7,13 @@ scripts/train_verl.sh``, the script a cluster user runs, then verl's own model m
     control = verl_canary_arm(init, "runs/canary_verl", algo="grpo", seed=0, control="flipped")
 
 Run sizes mirror the TRL canary's :data:`~thinkj.online.canary.RL_SETTINGS` (30 steps of 4 prompts x 8 rollouts,
-lr 3e-4 decaying to 0, no KL term, responses up to 96 tokens, one on-policy update a step); the algorithm's estimator and the
+lr 3e-4 (constant: verl's default schedule), no KL term, responses up to 96 tokens, one on-policy update a step); the algorithm's estimator and the
 rest of configs/verl/<algo>.yaml stay as configured. ``grpo_consistent`` trains on both orders of each comparison
 (2 comparisons x 2 orders a step: the same 32 rollouts).
+
+Not yet reliable: verl GRPO passed the canary test on 4 of 8 right-arm runs at this budget (TRL: 4 of 4), because
+its rollouts are not reproducible and its rise is near the +0.05 bar; so the verl canaries are opt-in
+(tests/test_rl_canary.py) and ``thinkj train canary --engine verl`` reports one draw.
 """
 
 from __future__ import annotations
@@ -49,14 +53,12 @@ def verl_canary_overrides(algo: str, prompt_length: int, *, val: bool = False,
                  f"data.max_prompt_length={prompt_length}",
                  # beta 0 as in the TRL arms: no KL loss, no KL in the reward, no entropy bonus
                  "actor_rollout_ref.actor.use_kl_loss=False", "algorithm.use_kl_in_reward=False",
-                 "actor_rollout_ref.actor.entropy_coeff=0",
-                 # the lr decays to 0 over the run, as TRL's default linear schedule does in the TRL arms (verl's
-                 # only decaying schedule is cosine); at verl's default constant lr a repeat of the right arm fell
-                 # (experiments/LOG.md, "RL canaries, session 10", fourth amendment)
-                 "actor_rollout_ref.actor.optim.lr_scheduler_type=cosine"]
+                 "actor_rollout_ref.actor.entropy_coeff=0"]
+    # verl's constant lr, unlike TRL's linear decay: decaying it (cosine) did not make the right arm learn more
+    # reliably (3 of 3 runs under the bar, against 4 of 5 passing at constant lr; experiments/LOG.md, "RL canaries,
+    # session 10")
     if algo == "ppo":
-        overrides += [f"critic.optim.lr={CRITIC_LR}", f"critic.ppo_mini_batch_size={RL_SETTINGS['prompts_per_step']}",
-                      "critic.optim.lr_scheduler_type=cosine"]
+        overrides += [f"critic.optim.lr={CRITIC_LR}", f"critic.ppo_mini_batch_size={RL_SETTINGS['prompts_per_step']}"]
     if val:
         overrides += [f"trainer.test_freq={VAL_EVERY}", "trainer.val_before_train=True"]
         if validation_dir is not None:
