@@ -7,9 +7,10 @@ scripts/train_verl.sh``, the script a cluster user runs, then verl's own model m
     control = verl_canary_arm(init, "runs/canary_verl", algo="grpo", seed=0, control="flipped")
 
 Run sizes mirror the TRL canary's :data:`~thinkj.online.canary.RL_SETTINGS` (30 steps of 4 prompts x 8 rollouts,
-lr 3e-4 (constant: verl's default schedule), no KL term, responses up to 96 tokens, one on-policy update a step); the algorithm's estimator and the
-rest of configs/verl/<algo>.yaml stay as configured. ``grpo_consistent`` trains on both orders of each comparison
-(2 comparisons x 2 orders a step: the same 32 rollouts).
+lr 3e-4, constant as verl's default schedule is, no KL term, responses up to 96 tokens, one on-policy update a
+step); the algorithm's estimator and the rest of configs/verl/<algo>.yaml stay as configured.
+``grpo_consistent`` trains on both orders of each comparison (2 comparisons x 2 orders a step: the same 32
+rollouts).
 
 Not yet reliable: verl GRPO passed the canary test on 4 of 8 right-arm runs at this budget (TRL: 4 of 4), because
 its rollouts are not reproducible and its rise is near the +0.05 bar; so the verl canaries are opt-in
