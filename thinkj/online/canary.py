@@ -52,17 +52,18 @@ CONTROLS = ("flipped", "shuffled")  # negative controls: golds on the wrong side
 CONTROL = "flipped"  # the canary's control (experiments/LOG.md, "RL canaries, session 10": why not "shuffled")
 
 
-def _distinct_balanced(pairs: list[PreferencePair], n: int, where: str) -> list[PreferencePair]:
-    """The first ``n`` of ``pairs`` with no comparison (question and the two responses) repeated, half with gold
-    'a', in their order."""
+def _balanced(pairs: list[PreferencePair], n: int, where: str, *, distinct: bool = False) -> list[PreferencePair]:
+    """The first ``n // 2`` pairs of ``pairs`` with gold 'a' and the first ``n - n // 2`` with gold 'b', in their
+    order; ``distinct``: no comparison (question and the two responses) twice."""
     seen, sides = set(), {"a": [], "b": []}
     for pair in pairs:
         key = (str(pair.messages), frozenset((pair.response_a, pair.response_b)))
-        if key not in seen:
+        if not (distinct and key in seen):
             seen.add(key)
             sides[pair.label].append(pair)
     if len(sides["a"]) < n // 2 or len(sides["b"]) < n - n // 2:
-        raise ValueError(f"{where}: only {len(seen)} distinct fruit comparisons of {len(pairs)} drawn; ask for fewer")
+        raise ValueError(f"{where}: {len(sides['a'])} 'a' and {len(sides['b'])} 'b' fruit pairs fit of {len(pairs)} "
+                         f"drawn, {n} wanted; ask for fewer")
     chosen = {id(p) for p in sides["a"][:n // 2] + sides["b"][:n - n // 2]}
     return [p for p in pairs if id(p) in chosen]
 
@@ -71,7 +72,7 @@ def eval_pairs(n: int = 64) -> list[PreferencePair]:
     """The canary's held-out pairs (seed :data:`EVAL_SEED`): ``n`` distinct comparisons, half with gold 'a' (the
     fruit task's space is small: a plain draw of 64 repeats some, and verl's validation dump is matched to its rows
     by prompt text)."""
-    return _distinct_balanced(make_pairs(4 * n, seed=EVAL_SEED, id_prefix="canary-eval"), n, "held-out pairs")
+    return _balanced(make_pairs(4 * n, seed=EVAL_SEED, id_prefix="canary-eval"), n, "held-out pairs", distinct=True)
 
 
 def canary_rl_pairs(n: int, seed: int, *, control: str | None = None) -> list[PreferencePair]:
@@ -87,13 +88,8 @@ def canary_rl_pairs(n: int, seed: int, *, control: str | None = None) -> list[Pr
 
     Labels stay balanced: TRL's run refuses data whose golds all sit on one side."""
     held = {frozenset((p.response_a, p.response_b)) for p in eval_pairs()}
-    pool = [p for p in make_pairs(4 * n, seed=seed, id_prefix="canary-rl")
-            if frozenset((p.response_a, p.response_b)) not in held]
-    sides = {side: [p for p in pool if p.label == side] for side in "ab"}
-    if len(sides["a"]) < n // 2 or len(sides["b"]) < n - n // 2:
-        raise ValueError(f"only {len(pool)} fruit pairs of {4 * n} drawn are unlike the held-out ones; ask for fewer")
-    chosen = {id(p) for p in sides["a"][:n // 2] + sides["b"][:n - n // 2]}
-    pairs = [p for p in pool if id(p) in chosen]  # make_pairs' shuffled order
+    pairs = _balanced([p for p in make_pairs(4 * n, seed=seed, id_prefix="canary-rl")
+                       if frozenset((p.response_a, p.response_b)) not in held], n, "RL pairs unlike the held-out ones")
     if control is None:
         return pairs
     if control == "flipped":

@@ -74,6 +74,7 @@ def verl_canary_arm(init: str | Path, root: str | Path, *, algo: str, seed: int,
     ``val``: verl also validates on the held-out pairs in both orders (``val-judge/*``, dumped under
     ``<out>/validation``) before training and every :data:`VAL_EVERY` steps. The result holds the test, the arm,
     the run folder, verl's metric rows, the first and last mean training score and the wall time."""
+    import shutil
     import time
 
     from thinkj.export.verl import fitted_prompt_length, write_verl_parquet
@@ -81,6 +82,9 @@ def verl_canary_arm(init: str | Path, root: str | Path, *, algo: str, seed: int,
     arm = control or "right"
     root = Path(root)
     out = root / f"{algo}-{arm}"
+    # an arm is one fresh run: verl would resume from an earlier run's last checkpoint there (resume_mode auto),
+    # train nothing and hand back the old policy, and its file logger would append to the old metric rows
+    shutil.rmtree(out, ignore_errors=True)
     twins = algo == "grpo_consistent"
     train = root / f"{algo}-{arm}.parquet"
     write_verl_parquet(train, canary_rl_pairs(RL_PAIRS, seed, control=control), twins=twins, seed=seed)
@@ -88,8 +92,7 @@ def verl_canary_arm(init: str | Path, root: str | Path, *, algo: str, seed: int,
            "PYTHON": sys.executable}
     if val:
         env["VAL_DATA"] = str(root / "val.parquet")
-        write_verl_parquet(env["VAL_DATA"], eval_pairs(), split="val",
-                           twins=True, seed=seed)
+        write_verl_parquet(env["VAL_DATA"], eval_pairs(), split="val", twins=True, seed=seed)
     overrides = verl_canary_overrides(algo, fitted_prompt_length(init, train), val=val,
                                       validation_dir=out / "validation" if val else None)
     log = root / f"{algo}-{arm}.log"

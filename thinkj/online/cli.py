@@ -167,14 +167,14 @@ def canary(engine: str = typer.Option("trl", help="trl | verl (verl: DEVICE=cpu 
     )
     from thinkj.online.canary_verl import ALGOS, verl_canary_arm
 
-    if control not in CONTROLS:
-        raise typer.BadParameter(f"--control {control!r}: choose one of {', '.join(CONTROLS)}")
+    if engine not in ("trl", "verl"):
+        raise typer.BadParameter(f"--engine {engine!r}: choose trl or verl")
     if engine == "trl" and algo != "grpo":
         raise typer.BadParameter(f"--engine trl runs grpo only (got --algo {algo!r})")
     if engine == "verl" and algo not in ALGOS:
         raise typer.BadParameter(f"--algo {algo!r}: choose one of {', '.join(ALGOS)}")
-    if engine not in ("trl", "verl"):
-        raise typer.BadParameter(f"--engine {engine!r}: choose trl or verl")
+    if control not in CONTROLS:
+        raise typer.BadParameter(f"--control {control!r}: choose one of {', '.join(CONTROLS)}")
     root = out / f"{engine}-{algo}-seed{seed}"
     (root / "canary.json").unlink(missing_ok=True)
     init = format_only_judge(build_tiny_model(root / "tiny", seed=seed), root / "init", seed=seed, steps=INIT_STEPS,
