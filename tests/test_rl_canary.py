@@ -102,6 +102,20 @@ def test_controls_keep_responses_and_balance_and_break_the_rule():
     assert not any(frozenset((p.response_a, p.response_b)) in held for p in right)
 
 
+def test_every_canary_step_holds_both_gold_sides():
+    """Read in file order (the arms turn shuffling off), each step of 4 prompts holds 2 golds (a) and 2 (b), in the
+    flipped control too; verl's shuffled steps held 0 or 4 of 4 in 7 of 30 steps and drifted to one side."""
+    from thinkj.online.canary import RL_PAIRS, RL_SETTINGS
+    from thinkj.online.canary_verl import verl_canary_overrides
+
+    per_step = RL_SETTINGS["prompts_per_step"]
+    for control in (None, CONTROL):
+        pairs = canary_rl_pairs(RL_PAIRS, seed=0, control=control)
+        steps = [pairs[i:i + per_step] for i in range(0, len(pairs), per_step)]
+        assert all(sum(p.label == "a" for p in step) == per_step // 2 for step in steps)
+    assert "data.shuffle=False" in verl_canary_overrides("grpo", 272)
+
+
 @pytest.fixture(scope="module")
 def init_judge(tmp_path_factory):
     """The canary's init judge of a seed, built once per module (the TRL and verl canaries share seed 0's) with

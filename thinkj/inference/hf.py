@@ -93,7 +93,9 @@ class HFBackend:
                 kwargs = dict(max_new_tokens=params.max_new_tokens, do_sample=sample, use_cache=True,
                               num_return_sequences=params.n // repeat, pad_token_id=self.tokenizer.pad_token_id)
                 if sample:
-                    kwargs.update(temperature=params.temperature, top_p=params.top_p)
+                    # top_k 0: the whole distribution, as the vLLM and HTTP backends sample (transformers 5
+                    # would fill an unset top_k with 50)
+                    kwargs.update(temperature=params.temperature, top_p=params.top_p, top_k=0)
                 else:
                     kwargs.update(temperature=None, top_p=None, top_k=None)
                 with torch.no_grad():

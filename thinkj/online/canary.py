@@ -86,10 +86,15 @@ def canary_rl_pairs(n: int, seed: int, *, control: str | None = None) -> list[Pr
       control where the init already leans right: GRPO on coin golds sharpens the init's own leaning (verl: +0.073 on
       seed 0, experiments/LOG.md, "RL canaries, session 10"). Kept for the record.
 
-    Labels stay balanced: TRL's run refuses data whose golds all sit on one side."""
+    Gold sides alternate (a, b, a, ...), so every step of an even number of prompts, read in file order (the arms
+    turn the engines' shuffling off), holds as many of each: a GRPO step whose golds all sit on one side pushes
+    every verdict toward that side, and verl's shuffled steps drifted so (experiments/LOG.md, "RL canaries: why
+    verl GRPO drifts"). TRL's run also refuses data whose golds all sit on one side."""
     held = {frozenset((p.response_a, p.response_b)) for p in eval_pairs()}
-    pairs = _balanced([p for p in make_pairs(4 * n, seed=seed, id_prefix="canary-rl")
-                       if frozenset((p.response_a, p.response_b)) not in held], n, "RL pairs unlike the held-out ones")
+    chosen = _balanced([p for p in make_pairs(4 * n, seed=seed, id_prefix="canary-rl")
+                        if frozenset((p.response_a, p.response_b)) not in held], n, "RL pairs unlike the held-out ones")
+    sides = [[p for p in chosen if p.label == side] for side in "ab"]
+    pairs = [p for both in zip(*sides) for p in both] + sides[0][len(sides[1]):] + sides[1][len(sides[0]):]
     if control is None:
         return pairs
     if control == "flipped":
@@ -237,6 +242,7 @@ def canary_arm(init: str | Path, root: str | Path, *, seed: int, control: str | 
     root = Path(root)
     data = write_rl_pairs(root / f"rl-{arm}.jsonl", canary_rl_pairs(RL_PAIRS, seed, control=control))
     run = GRPORun(model=str(init), data=str(data), out_dir=str(root / f"rl-{arm}"), seed=seed, device="cpu",
+                  extra={"shuffle_dataset": False},  # file order: each step's golds balanced (canary_rl_pairs)
                   **{**RL_SETTINGS, **settings})
     summary = run_trl_grpo(run, force=True)
     return {**judge_moved(init, summary["model_dir"], before), "arm": arm, "first_reward": summary["first_reward"],

@@ -52,6 +52,8 @@ def verl_canary_overrides(algo: str, prompt_length: int, *, val: bool = False,
                  f"actor_rollout_ref.actor.optim.lr={RL_SETTINGS['learning_rate']}",
                  f"data.max_response_length={RL_SETTINGS['max_completion_length']}",
                  f"data.max_prompt_length={prompt_length}",
+                 # file order: each step's golds balanced (canary_rl_pairs); grpo_consistent's twins need it too
+                 "data.shuffle=False",
                  # beta 0 as in the TRL arms: no KL loss, no KL in the reward, no entropy bonus
                  "actor_rollout_ref.actor.use_kl_loss=False", "algorithm.use_kl_in_reward=False",
                  "actor_rollout_ref.actor.entropy_coeff=0"]

@@ -359,8 +359,13 @@ def _grpo_config(run: GRPORun, ckpt_dir: Path, cpu: bool) -> Any:
         if fixed:  # the twin sampler lays out a generation batch by these; vLLM's path regroups prompts itself
             raise ThinkJError(f"TRL override {fixed[0]}: with --twins the group and batch sizes come from "
                               "--num-generations and --prompts-per-step, and generation runs without vLLM")
+    merged = {**settings, **run.extra}  # extra GRPOConfig fields from the command line win
+    if merged.get("top_k") is None:
+        # GRPOConfig's None means "no top-k"; transformers 5 fills a None from its global default and samples from
+        # the top 50 (verl's vLLM rollouts sample the whole distribution). 0 is transformers' own "off".
+        merged["generation_kwargs"] = {**(merged.get("generation_kwargs") or {}), "top_k": 0}
     try:
-        return GRPOConfig(**{**settings, **run.extra})  # extra GRPOConfig fields from the command line win
+        return GRPOConfig(**merged)
     except (TypeError, ValueError) as err:
         raise ThinkJError(f"TRL settings: {' '.join(str(err).split())}") from None
 
