@@ -21,6 +21,8 @@ OUT=${OUT:-runs/pcg}
 STEPS=${STEPS:-24}
 LR=${LR:-2e-5}
 MAXLEN=${MAXLEN:-96}
+GENS=${GENS:-4}          # rollouts per prompt (the group of plain; consistent's group is both orders: 2 x GENS)
+PROMPTS=${PROMPTS:-2}    # plain's prompts a step; consistent takes PROMPTS/2 comparisons in both orders: the same rollouts
 TRAIN=${TRAIN:-256}
 TEST=${TEST:-150}
 BACKEND=${BACKEND:-vllm}
@@ -49,23 +51,23 @@ for S in $SEEDS; do
     R=$OUT/$TASK-s$S/$ARM
     if [ -f "$R/thinkj_online_done.json" ]; then
       # reuse a finished arm only when it was made with this driver's budget; else refuse (a stale arm is no result)
-      made=$($PY/python -c 'import json,sys; r=json.load(open(sys.argv[1]))["run"]; print(r["steps"], r["learning_rate"], r["max_completion_length"])' "$R/thinkj_online_done.json")
-      want=$($PY/python -c 'import sys; print(int(sys.argv[1]), float(sys.argv[2]), int(sys.argv[3]))' "$STEPS" "$LR" "$MAXLEN")
+      made=$($PY/python -c 'import json,sys; r=json.load(open(sys.argv[1]))["run"]; print(r["steps"], r["learning_rate"], r["max_completion_length"], r["num_generations"])' "$R/thinkj_online_done.json")
+      want=$($PY/python -c 'import sys; print(int(sys.argv[1]), float(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]))' "$STEPS" "$LR" "$MAXLEN" "$GENS")
       if [ "$made" != "$want" ]; then
-        echo "error: $R was made with steps/lr/max-len $made, not $want: move it away or set OUT to another folder" >&2
+        echo "error: $R was made with steps/lr/max-len/generations $made, not $want: move it away or set OUT to another folder" >&2
         exit 2
       fi
       echo "[pcg] $TASK s$S $ARM: done, skipped"; continue
     fi
     case $ARM in
-      plain) EXTRA=(--prompts-per-step 2) ;;
-      consistent) EXTRA=(--twins union --weight w_con=1.0 --prompts-per-step 1) ;;
+      plain) EXTRA=(--prompts-per-step "$PROMPTS") ;;
+      consistent) EXTRA=(--twins union --weight w_con=1.0 --prompts-per-step $(( PROMPTS / 2 ))) ;;
       *) echo "error: unknown arm $ARM (plain | consistent)" >&2; exit 2 ;;
     esac
     echo "[pcg] $TASK s$S $ARM: training ($STEPS steps)"
     start=$(date +%s)
     $NICE $PY/thinkj train rl --engine trl --model "$INIT" --data "$D/train.jsonl" --out "$R" \
-      --steps "$STEPS" --lr "$LR" --num-generations 4 --max-completion-length "$MAXLEN" --device cpu \
+      --steps "$STEPS" --lr "$LR" --num-generations "$GENS" --max-completion-length "$MAXLEN" --device cpu \
       "${EXTRA[@]}" "seed=$S"
     echo "{\"seconds\": $(( $(date +%s) - start ))}" > "$R/wall_time.json"
   done

@@ -96,3 +96,19 @@ def test_sampled_generation_draws_from_the_whole_distribution(tiny_model_dir, tm
     outs = backend.generate([[{"role": "user", "content": "Name a fruit."}]],
                             SamplingParams(temperature=1.0, n=200, max_new_tokens=1))[0]
     assert len(set(outs)) > 100, f"{len(set(outs))} distinct tokens in 200 draws"
+
+
+def test_sampled_answers_cached_before_the_full_distribution_are_not_served(tiny_model_dir, tmp_path):
+    """A sampled answer stored under the HF backend's old key (its draws came from transformers' top-50 cut) is
+    generated again; a greedy one, which the cut never touched, is still served."""
+    from thinkj.inference.cache import CachedBackend, ResultCache, cache_key
+
+    cache = ResultCache(tmp_path / "c.sqlite")
+    backend = CachedBackend(make_backend("hf", str(tiny_model_dir), batch_size=4), cache, tag="t")
+    conv = [{"role": "user", "content": "Name a fruit."}]
+    sampled, greedy = SamplingParams(temperature=1.0, max_new_tokens=4), SamplingParams(max_new_tokens=4)
+    for params in (sampled, greedy):
+        cache.put(cache_key(backend.identity, "t", conv, params, 0), "OLD")  # the key before the sampler was in it
+    assert backend.generate([conv], sampled)[0][0] != "OLD"
+    assert backend.generate([conv], greedy)[0][0] == "OLD"
+    assert backend.generate([conv], sampled)[0][0] == backend.generate([conv], sampled)[0][0]  # now cached

@@ -161,6 +161,9 @@ class CachedBackend:
         precision = getattr(backend, "precision", None)  # the dtype that ran: bf16 answers differ from fp32
         if precision and identity is None:
             self.identity += f"|{precision}"
+        # how the backend samples, part of a sampled answer's key only (greedy answers do not depend on it): the HF
+        # backend's "full" answers are not the top-50 draws it made before transformers' default was overridden
+        self.sampler = getattr(backend, "sampler", None)
         if getattr(backend, "cache", ...) is None:
             # A backend that records per-call results and failures itself (the HTTP client) shares our cache, so
             # each call is stored the moment it finishes and a killed run loses only the calls in flight.
@@ -175,7 +178,8 @@ class CachedBackend:
     def generate(self, conversations: list[Messages], params: SamplingParams) -> list[list[Output]]:
         """Cached texts, fresh texts (stored as they come) and, for calls that failed after the backend's retries,
         :class:`FailedCall` values: recorded in the failures table, never stored as results."""
-        keys = [[cache_key(self.identity, self.tag, conv, params, k) for k in range(params.n)] for conv in conversations]
+        identity = f"{self.identity}|{self.sampler}" if self.sampler and params.temperature > 0 else self.identity
+        keys = [[cache_key(identity, self.tag, conv, params, k) for k in range(params.n)] for conv in conversations]
         results: list[list[Output | None]] = [[self._get(k) for k in row] for row in keys]
         todo = [i for i, row in enumerate(results) if any(text is None for text in row)]
         self.hits += sum(t is not None for row in results for t in row)

@@ -30,6 +30,10 @@ def shared_prefix_length(rows: list[list[int]]) -> int:
 
 
 class HFBackend:
+    # sampled answers draw from the whole distribution (top_k 0); a cached sampled answer carries this in its key, so
+    # the top-50 draws made before (transformers 5's default for an unset top_k) are never served as these
+    sampler = "full"
+
     def __init__(self, model_path: str | Path, *, batch_size: int = 16, device: str | None = None,
                  dtype: str = "auto", prefix_cache: bool = True):
         import torch

@@ -12,8 +12,9 @@ step); the algorithm's estimator and the rest of configs/verl/<algo>.yaml stay a
 ``grpo_consistent`` trains on both orders of each comparison (2 comparisons x 2 orders a step: the same 32
 rollouts).
 
-Not yet reliable: verl GRPO passed the canary test on 4 of 8 right-arm runs at this budget (TRL: 4 of 4), because
-its rollouts are not reproducible and its rise is near the +0.05 bar; so the verl canaries are opt-in
+Not yet reliable: verl GRPO's right arm rises on every run since each step holds both gold sides, but passed the
++0.05 bar on 3 of 5 (experiments/LOG.md, "RL canaries: why verl GRPO drifts"; its rollouts are not reproducible),
+so the verl canaries are opt-in
 (tests/test_rl_canary.py) and ``thinkj train canary --engine verl`` reports one draw.
 """
 
