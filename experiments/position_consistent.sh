@@ -23,6 +23,9 @@ LR=${LR:-2e-5}
 MAXLEN=${MAXLEN:-96}
 GENS=${GENS:-4}          # rollouts per prompt (the group of plain; consistent's group is both orders: 2 x GENS)
 PROMPTS=${PROMPTS:-2}    # plain's prompts a step; consistent takes PROMPTS/2 comparisons in both orders: the same rollouts
+# further TRL overrides (key=value, space-separated), e.g. the demo's "bf16=true gradient_checkpointing=false" (bf16
+# autocast and the shared-prefix passes, which checkpointing turns off); empty as the 2026-11-25 runs (fp32 CPU)
+TRL_EXTRA=${TRL_EXTRA:-}
 TRAIN=${TRAIN:-256}
 TEST=${TEST:-150}
 BACKEND=${BACKEND:-vllm}
@@ -68,7 +71,7 @@ for S in $SEEDS; do
     start=$(date +%s)
     $NICE $PY/thinkj train rl --engine trl --model "$INIT" --data "$D/train.jsonl" --out "$R" \
       --steps "$STEPS" --lr "$LR" --num-generations "$GENS" --max-completion-length "$MAXLEN" --device cpu \
-      "${EXTRA[@]}" "seed=$S"
+      "${EXTRA[@]}" "seed=$S" $TRL_EXTRA
     echo "{\"seconds\": $(( $(date +%s) - start ))}" > "$R/wall_time.json"
   done
   for ARM in init $ARMS; do
