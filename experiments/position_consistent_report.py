@@ -107,7 +107,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--task", default="facts")
     ap.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     ap.add_argument("--plot", type=Path, default=None, help="PNG of the per-step curves")
+    ap.add_argument("--primary", nargs="+", choices=("plain", "consistent"), default=["consistent"],
+                    help="arms whose test against init is primary (2026-11-25: consistent; the 2,000-rollout "
+                         "protocol of 2026-11-27: plain consistent, each at alpha 0.025)")
     args = ap.parse_args(argv)
+    tests = [(first, second, "primary" if second == "init" and first in args.primary else "secondary")
+             for first, second, _ in TESTS]
 
     judged: dict[str, dict[int, dict]] = {arm: {} for arm in ARMS}
     for s in args.seeds:
@@ -127,7 +132,7 @@ def main(argv: list[str] | None = None) -> int:
     print()
     print("| test | kind | seed | right only first | right only second | diff (points) | McNemar p |")
     print("|---|---|---|---:|---:|---:|---:|")
-    for first, second, kind in TESTS:
+    for first, second, kind in tests:
         for seed in [*args.seeds, *(["pooled"] if len(args.seeds) > 1 else [])]:
             seeds = args.seeds if seed == "pooled" else [seed]
             a = {(s, *k): v for s in seeds for k, v in judged[first][s].items()}
