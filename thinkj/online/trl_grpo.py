@@ -360,9 +360,10 @@ def _grpo_config(run: GRPORun, ckpt_dir: Path, cpu: bool) -> Any:
             raise ThinkJError(f"TRL override {fixed[0]}: with --twins the group and batch sizes come from "
                               "--num-generations and --prompts-per-step, and generation runs without vLLM")
     merged = {**settings, **run.extra}  # extra GRPOConfig fields from the command line win
-    if merged.get("top_k") is None:
+    if merged.get("top_k") is None and not merged.get("use_vllm"):
         # GRPOConfig's None means "no top-k"; transformers 5 fills a None from its global default and samples from
-        # the top 50 (verl's vLLM rollouts sample the whole distribution). 0 is transformers' own "off".
+        # the top 50 (verl's vLLM rollouts sample the whole distribution). 0 is transformers' own "off"; TRL's vLLM
+        # path maps None to vLLM's -1 itself, and older vLLM refuses a top_k of 0.
         merged["generation_kwargs"] = {**(merged.get("generation_kwargs") or {}), "top_k": 0}
     try:
         return GRPOConfig(**merged)
