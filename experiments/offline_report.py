@@ -20,7 +20,7 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from position_consistent_report import arm_metrics, mcnemar  # noqa: E402
+from position_consistent_report import arm_metrics, mcnemar, read_judgments  # noqa: E402
 
 ARMS = {"init": "eval/judge_sft", "offline": "eval/offline_iter_1_model"}
 
@@ -35,13 +35,7 @@ def load_judgments(folder: Path) -> dict[tuple[str, str], dict]:
     missing = [m for m in document["metrics"].get("missing", []) if not str(m).startswith("--limit")]
     if missing:
         raise SystemExit(f"error: {results}: evaluation incomplete: {missing}")
-    out = {}
-    for n, line in enumerate(path.read_text().splitlines(), 1):
-        row = json.loads(line)
-        key = (row["item_id"], row["order"])
-        if key in out:
-            raise SystemExit(f"error: {path}:{n}: judgment {key} appears twice")
-        out[key] = row
+    out = read_judgments(path)
     items = document["provenance"]["n_items"]
     if len(out) != 2 * items or {order for _, order in out} != {"original", "swapped"}:
         raise SystemExit(f"error: {path}: {len(out)} judgments, not {items} items x 2 orders")

@@ -33,6 +33,11 @@ def load_judgments(path: Path) -> dict[tuple[str, str], dict]:
         raise SystemExit(f"error: {path.parent}: no finished evaluation (synthetic.results.json missing)")
     if not json.loads(results.read_text()).get("complete", False):
         raise SystemExit(f"error: {results}: evaluation marked incomplete")
+    return read_judgments(path)
+
+
+def read_judgments(path: Path) -> dict[tuple[str, str], dict]:
+    """{(item_id, order): judgment} of a judgments JSONL; refuses a judgment written twice."""
     out = {}
     for n, line in enumerate(path.read_text().splitlines(), 1):
         row = json.loads(line)
