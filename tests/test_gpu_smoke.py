@@ -38,5 +38,5 @@ def test_smoke_checks_pass_on_cpu(tmp_path):
     print("\n".join(lines))
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
     assert [line.split(":")[0] for line in lines if not line.startswith("INFO")] == [
-        "PASS sft", "PASS hf-judge-bf16", "PASS trl-grpo"]
+        "PASS sft", "PASS hf-judge-bf16", "PASS trl-grpo", "PASS sampling"]
     assert "weights torch.bfloat16 on cpu" in run.stdout

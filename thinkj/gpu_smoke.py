@@ -13,6 +13,11 @@ On a model made on the spot (:func:`thinkj.models.tiny.build_tiny_model`, what `
    device and most answers parse to a verdict.
 3. ``trl-grpo``: 2 steps of TRL's GRPOTrainer with the Think-J reward (:func:`thinkj.online.trl_grpo.run_trl_grpo`,
    bf16 on a GPU). Passes when both steps logged a finite reward and the policy was saved.
+4. ``sampling``: sampled tokens come from the whole distribution, not transformers 5's default top-50 cut, in the
+   hf backend's sampled judging and in the generation config TRL's GRPOTrainer hands to ``generate``. On a model
+   whose next-token distribution is near-flat (final norm x 1e-3), 200 one-token draws on the device must show more
+   than 100 distinct tokens (a top-50 cut allows 50). Fails if the machine's transformers treats ``top_k=0``
+   differently from 5.5.
 
 One line per check, ``PASS`` or ``FAIL``, the check's name and its figures; the exit status is the number of checks
 that failed. Only APIs present in transformers 5.5 (this project's CPU stack) and 5.17 (the GPU image) are used.
@@ -21,6 +26,7 @@ that failed. Only APIs present in transformers 5.5 (this project's CPU stack) an
 from __future__ import annotations
 
 import argparse
+import copy
 import json
 import math
 import sys
@@ -95,6 +101,63 @@ def check_grpo(judge: Path, work: Path, device: str) -> tuple[bool, str]:
     return ok, f"{summary['steps']} steps in {wall:.1f} s on {summary['device']}, mean reward per step [{shown}]"
 
 
+FLAT_DRAWS = 200  # one-token samples from the near-flat model; a top-50 cut shows at most 50 distinct
+
+
+def check_sampling(base: Path, work: Path, device: str) -> tuple[bool, str]:
+    import torch
+    from datasets import Dataset
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from thinkj.inference.base import SamplingParams
+    from thinkj.inference.hf import HFBackend
+    from thinkj.online.trl_grpo import (
+        GRPORun,
+        RecordingReward,
+        RewardComponent,
+        _grpo_config,
+        _trainer_class,
+        load_rl_rows,
+    )
+    from thinkj.records import write_jsonl
+    from thinkj.synthetic.fruit_task import make_pairs
+
+    flat = work / "flat"
+    model = AutoModelForCausalLM.from_pretrained(base)
+    model.model.norm.weight.data.mul_(1e-3)  # every next token about equally likely, no two logits tied (fp32)
+    model.save_pretrained(flat)
+    tokenizer = AutoTokenizer.from_pretrained(base)
+    tokenizer.save_pretrained(flat)
+    conv = [{"role": "user", "content": "Name a fruit."}]
+
+    backend = HFBackend(flat, device=device, dtype="float32", batch_size=FLAT_DRAWS)
+    hf_draws = backend.generate([conv], SamplingParams(temperature=1.0, n=FLAT_DRAWS, max_new_tokens=1))[0]
+    del backend
+
+    data = work / "flat_pairs.jsonl"
+    write_jsonl(data, [p for p in make_pairs(12, seed=3) if p.label in ("a", "b")][:4])
+    rows, _ = load_rl_rows(data)
+    run = GRPORun(model=str(flat), data=str(data), out_dir=str(work / "flat_grpo"))
+    config = _grpo_config(run, work / "flat_grpo_ckpt", cpu=device == "cpu")
+    model = AutoModelForCausalLM.from_pretrained(flat).to(device)
+    model.warnings_issued = {}  # TRL 0.24 writes to it; transformers 5 models lack it
+    funcs = [RecordingReward("thinkj_qwen"), RewardComponent("thinkj_qwen", "acc"),
+             RewardComponent("thinkj_qwen", "format")]  # as run_trl_grpo builds them (GRPOConfig weighs three)
+    trainer = _trainer_class("off")(model=model, reward_funcs=funcs, args=config,
+                                    train_dataset=Dataset.from_list(rows), processing_class=tokenizer)
+    gen = copy.deepcopy(trainer.generation_config)  # what TRL hands to generate; only the length and count change
+    gen.max_new_tokens, gen.num_return_sequences = 1, FLAT_DRAWS
+    ids = tokenizer.apply_chat_template(conv, add_generation_prompt=True, return_tensors="pt", return_dict=True)
+    with torch.no_grad():
+        out = model.generate(ids["input_ids"].to(device), attention_mask=ids["attention_mask"].to(device),
+                             generation_config=gen)
+    trl_draws = out[:, -1].tolist()
+    hf_distinct, trl_distinct = len(set(hf_draws)), len(set(trl_draws))
+    ok = hf_distinct > FLAT_DRAWS // 2 and trl_distinct > FLAT_DRAWS // 2
+    return ok, (f"distinct tokens in {FLAT_DRAWS} draws: hf backend {hf_distinct}, TRL's generation config "
+                f"{trl_distinct} (top_k {trainer.generation_config.top_k!r}; a top-50 cut allows 50)")
+
+
 def run_checks(out: Path, device: str) -> list[tuple[str, bool, str]]:
     from thinkj.models.tiny import build_tiny_model
 
@@ -105,6 +168,7 @@ def run_checks(out: Path, device: str) -> list[tuple[str, bool, str]]:
         ("sft", lambda: check_sft(base, judge, device)),
         ("hf-judge-bf16", lambda: check_hf_judge(judge, device)),
         ("trl-grpo", lambda: check_grpo(judge, out, device)),
+        ("sampling", lambda: check_sampling(base, out, device)),
     ]
     results = []
     for name, check in checks:
