@@ -236,7 +236,7 @@ def test_pipeline_stage_checks_the_run_benchmarks_and_records_their_data(tmp_pat
     write_jsonl(kept, _clean(against, n=20) + plants)
     monkeypatch.setenv("PATH", f"{Path(sys.executable).parent}:{os.environ['PATH']}")  # the stage runs `thinkj`
     with open(tmp_path / "progress.txt", "w") as progress:
-        outcome = stage_runner.run_steps([_step(stage)], policy=stage_runner.REFUSE, hint=REDO_HINT,
+        outcome = stage_runner.run_steps([_step(stage)], hint=REDO_HINT,
                                          logs=tmp_path / "logs", out=progress)
     assert outcome.ran == ["decontaminate"]
     record = json.loads(stage.record.read_text())

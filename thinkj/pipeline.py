@@ -462,7 +462,7 @@ def is_done(stage: Stage) -> bool:
     """True when the stage's completion record exists and was made with the same settings on the same input
     content; a record made otherwise is an error naming the difference (reusing it would hand later stages
     another experiment's output). A damaged record is not a completion record."""
-    return _step(stage).check(stage_runner.REFUSE, REDO_HINT)[0] is not None
+    return _step(stage).check(REDO_HINT)[0] is not None
 
 
 def run_pipeline(s: dict[str, str], out=sys.stdout) -> list[str]:
@@ -504,7 +504,7 @@ def _run_stages(s: dict[str, str], out) -> list[str]:
 
     logs = Path(s["RUN_DIR"]) / "logs"
     in_process = s["IN_PROCESS"] == "1"
-    outcome = stage_runner.run_steps([_step(stage, in_process) for stage in stages], policy=stage_runner.REFUSE,
+    outcome = stage_runner.run_steps([_step(stage, in_process) for stage in stages],
                                      hint=REDO_HINT, logs=logs, out=out, dry=dry, announce=announce)
     if not dry:  # every stage's wall and CPU seconds (a skipped one's as recorded)
         times = stage_runner.timings_record(outcome.seconds, outcome.cpu_seconds, ran=outcome.ran,

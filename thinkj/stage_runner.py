@@ -5,12 +5,11 @@ A stage is done only when its completion record ``<name>.done.json`` exists, par
 settings and on the same input content (the sha256 of each local file or folder it read). The record is the
 stage's last act (temp file + rename), made by one writer: ``stage``, ``settings``, ``inputs`` (role ->
 ``sha256:…`` or null), ``paths`` (role -> path), ``seconds`` and ``cpu_seconds``, what the caller adds (the
-pipeline: command, output, counts; a caller may also record its outputs' content, ``outputs``), ``finished``.
+pipeline: command, output, counts), ``finished``.
 
-A record that does not match is handled by the caller's policy: ``REFUSE`` (the pipeline) stops the run in one
-line naming the setting or the input that differs -- reusing it would hand later stages another experiment's
-output; ``REDO`` runs the stage again (the removed demo runner's policy; the pipeline uses ``REFUSE``). A record
-that cannot be read, or is not a JSON object with its settings, is not a completion record under either policy.
+A record that does not match stops the run in one line naming the setting or the input that differs: reusing it
+would hand later stages another experiment's output, and running the stage again would overwrite that experiment.
+A record that cannot be read, or is not a JSON object with its settings, is not a completion record.
 After a stage that runs, a later stage runs too when it reads what a stage that ran made (or declares no inputs);
 the others are still checked against their records. Each stage's output goes to
 ``<logs>/<stage>.log``; the terminal gets one progress line per stage (``[ i/n] name  wall s (cpu s)  brief``).
@@ -34,7 +33,6 @@ from thinkj.errors import ThinkJError
 from thinkj.fingerprint import tree_sha256
 from thinkj.records import RecordError, read_json, write_json
 
-REFUSE, REDO = "refuse", "redo"  # what a record made with other settings or on other input content means
 RECORD_SUFFIX = ".done.json"
 
 
@@ -62,7 +60,7 @@ def write_record(path: Path, stage: str, settings: Mapping[str, Any], inputs: Ma
 
 def read_record(path: Path) -> dict[str, Any] | None:
     """The record at ``path``; ``None`` when there is none or it is damaged (unreadable, not an object, no
-    settings object, inputs or outputs that are not objects): a damaged record is not a completion record."""
+    settings object, inputs that are not an object): a damaged record is not a completion record."""
     if not path.is_file():
         return None
     try:
@@ -71,7 +69,7 @@ def read_record(path: Path) -> dict[str, Any] | None:
         return None
     if not isinstance(record, dict) or not isinstance(record.get("settings"), dict):
         return None
-    if any(key in record and not isinstance(record[key], dict) for key in ("inputs", "outputs", "output_paths")):
+    if "inputs" in record and not isinstance(record["inputs"], dict):
         return None  # a record made before inputs were fingerprinted has no "inputs" at all
     return record
 
@@ -86,13 +84,10 @@ def _short(fingerprint: str | None) -> str:
 
 
 def mismatch(record: dict[str, Any], settings: Mapping[str, Any], inputs: Callable[[], dict[str, str | None]],
-             paths: Mapping[str, Path], outputs: Callable[[dict[str, Any]], Mapping[str, Path]] | None = None
-             ) -> tuple[str, str] | None:
+             paths: Mapping[str, Path]) -> tuple[str, str] | None:
     """How ``record`` differs from the stage as it would run now: ``("settings", "K='a' then, 'b' now; …")``,
-    ``("inputs", "<path> sha256:… then, sha256:… now; …")``, ``("outputs", …)`` when a record that lists its
-    outputs' content (none of the pipeline's) no longer finds it where ``outputs(record)`` says they are now (its
-    ``output_paths`` without it), ``("damaged", …)``, or ``None`` when it matches. ``inputs`` is called only when
-    the settings match (hashing a model folder costs seconds)."""
+    ``("inputs", "<path> sha256:… then, sha256:… now; …")``, or ``None`` when it matches. ``inputs`` is called only
+    when the settings match (hashing a model folder costs seconds)."""
     before, now = record["settings"], _as_json(dict(settings))
     changed = [f"{k}={before.get(k, '')!r} then, {now.get(k, '')!r} now"
                for k in sorted(set(before) | set(now)) if before.get(k, "") != now.get(k, "")]
@@ -104,42 +99,22 @@ def mismatch(record: dict[str, Any], settings: Mapping[str, Any], inputs: Callab
     current = inputs()
     changed = [f"{paths.get(role, role)} {_short(then.get(role))} then, {_short(current.get(role))} now"
                for role in sorted(set(then) | set(current)) if then.get(role) != current.get(role)]
-    if changed:
-        return "inputs", "; ".join(changed)
-    made, where = record.get("outputs"), record.get("output_paths")
-    if made is None:  # a record that does not list its outputs' content (the pipeline's)
-        return None
-    if not isinstance(where, dict) or set(made) != set(where):
-        return "damaged", "its outputs do not name their paths"
-    located = dict(outputs(record)) if outputs is not None else {role: Path(str(p)) for role, p in where.items()}
-    if set(located) != set(made):
-        return "damaged", "its outputs do not match its artifacts"
-    now_made = fingerprints(located)
-    changed = [f"{located[role]} {_short(made[role])} then, {_short(now_made[role])} now"
-               for role in sorted(made) if made[role] != now_made[role]]
-    return ("outputs", "; ".join(changed)) if changed else None
+    return ("inputs", "; ".join(changed)) if changed else None
 
 
 def check_record(path: Path, stage: str, settings: Mapping[str, Any], inputs: Callable[[], dict[str, str | None]],
-                 paths: Mapping[str, Path], *, policy: str, hint: str = "",
-                 outputs: Callable[[dict[str, Any]], Mapping[str, Path]] | None = None
-                 ) -> tuple[dict[str, Any] | None, str]:
-    """(the record, "") when the stage is done; (None, why) when it is not. Under ``REFUSE`` a record made with
+                 paths: Mapping[str, Path], *, hint: str = "") -> tuple[dict[str, Any] | None, str]:
+    """(the record, "") when the stage is done; (None, why) when it has no completion record. A record made with
     other settings or on other input content is an error naming them, ending with ``hint``."""
     record = read_record(path)
     if record is None:
         return None, "no completion record" if not path.exists() else "its completion record is damaged"
-    found = mismatch(record, settings, inputs, paths, outputs)
+    found = mismatch(record, settings, inputs, paths)
     if found is None:
         return record, ""
     kind, text = found
-    if kind == "damaged":
-        return None, "its completion record is damaged"
-    what = {"settings": "with other settings", "inputs": "on other input content",
-            "outputs": "but its output changed since"}[kind]
-    if policy == REFUSE:
-        raise ThinkJError(f"{path}: stage {stage} was done {what} ({text}): {hint}")
-    return None, f"done before {what} ({text})"
+    what = {"settings": "with other settings", "inputs": "on other input content"}[kind]
+    raise ThinkJError(f"{path}: stage {stage} was done {what} ({text}): {hint}")
 
 
 @contextlib.contextmanager
@@ -255,15 +230,13 @@ class Step:
     always: bool = False               # runs every time: its record is written (it finished) but never consulted
     done: Callable[[dict[str, Any], bool], None] | None = None  # gets its record, made or found (skipped: True)
     brief: Callable[[dict[str, Any]], str] = lambda record: ""  # a few words for its progress line, from its record
-    outputs: Callable[[dict[str, Any]], Mapping[str, Path]] | None = None  # where a record's outputs are now
 
     def input_fingerprints(self) -> dict[str, str | None]:
         return fingerprints(self.inputs(), self.recursive)
 
-    def check(self, policy: str, hint: str = "") -> tuple[dict[str, Any] | None, str]:
+    def check(self, hint: str = "") -> tuple[dict[str, Any] | None, str]:
         """(record, "") when done, else (None, why); see :func:`check_record`."""
-        return check_record(self.record, self.name, self.settings, self.input_fingerprints, self.inputs(),
-                            policy=policy, hint=hint, outputs=self.outputs)
+        return check_record(self.record, self.name, self.settings, self.input_fingerprints, self.inputs(), hint=hint)
 
 
 @dataclass
@@ -286,26 +259,22 @@ def _reads_new(step: Step, redone: list[Path], any_ran: bool) -> bool:
     return any(path == folder or path.is_relative_to(folder) for path in paths for folder in redone)
 
 
-def run_steps(steps: Sequence[Step], *, policy: str, logs: Path, hint: str = "", out: TextIO | None = None,
-              only: Collection[str] | None = None, dry: bool = False,
+def run_steps(steps: Sequence[Step], *, logs: Path, hint: str = "", out: TextIO | None = None, dry: bool = False,
               announce: Callable[[Step, str], None] | None = None) -> Outcome:
     """Run the stages in order, skipping each one that is done. Once a stage runs, a later one runs too when it
     reads what a stage that ran made (an input inside that stage's folder) or declares no inputs (nothing shows
     what it reads); any other later stage is still checked against its record, so a branch that does not read the
-    redone stage's output (the online run beside a redone DPO) is kept. ``only`` names the stages to run whether
-    done or not; the others are only restored from their records
-    (when done) so the named ones find what they need, and get no progress line. ``dry`` runs nothing (the stages
-    count as run). ``announce(step, "skip" | "start")`` prints the caller's own line for those events; without it a
+    redone stage's output (the online run beside a redone DPO) is kept. A record made with other settings or on
+    other input content stops the run (:func:`check_record`, ``hint`` ending its message). ``dry`` runs nothing
+    (the stages count as run). ``announce(step, "skip" | "start")`` prints the caller's own line for those events; without it a
     skipped stage gets a progress line saying so."""
     out = sys.stdout if out is None else out
-    shown = {s.name: i for i, s in enumerate((s for s in steps if only is None or s.name in only), 1)}
     outcome = Outcome()
     redone: list[Path] = []  # the folders of the stages that ran: what they made is new
-    for step in steps:
-        listed = only is None or step.name in only
-        record, why = None, ""
-        if not step.always and not (only is not None and listed) and not _reads_new(step, redone, bool(outcome.ran)):
-            record, why = step.check(policy, hint)
+    for i, step in enumerate(steps, 1):
+        record = None
+        if not step.always and not _reads_new(step, redone, bool(outcome.ran)):
+            record, _ = step.check(hint)
         if record is not None:
             outcome.skipped.append(step.name)
             outcome.records[step.name] = record
@@ -313,29 +282,25 @@ def run_steps(steps: Sequence[Step], *, policy: str, logs: Path, hint: str = "",
             outcome.cpu_seconds[step.name] = float(record.get("cpu_seconds") or 0.0)
             if step.done is not None:
                 step.done(record, True)
-            if listed:
-                if announce is not None:
-                    announce(step, "skip")
-                else:
-                    print(progress_line(shown[step.name], len(shown), step.name, None, brief=step.brief(record)),
-                          file=out, flush=True)
+            if announce is not None:
+                announce(step, "skip")
+            else:
+                print(progress_line(i, len(steps), step.name, None, brief=step.brief(record)), file=out, flush=True)
             continue
-        if not listed:
-            continue  # left out of this call and not done: what it makes stays missing
         if announce is not None:
             announce(step, "start")
         outcome.ran.append(step.name)
         redone.append(step.record.parent)
         if dry:
             continue
-        i, log = shown[step.name], logs / f"{step.name}.log"
+        log = logs / f"{step.name}.log"
         paths = dict(step.inputs())
         inputs = fingerprints(paths, step.recursive)  # what the stage starts from, not what they became meanwhile
         start, cpu_start = time.monotonic(), cpu_time()
         try:
             details = step.work(log)
         except BaseException:
-            print(f"[{i:2d}/{len(shown)}] {step.name:15s} FAILED after {time.monotonic() - start:.0f} s; log: {log}",
+            print(f"[{i:2d}/{len(steps)}] {step.name:15s} FAILED after {time.monotonic() - start:.0f} s; log: {log}",
                   file=out, flush=True)
             raise
         seconds, cpu = round(time.monotonic() - start, 1), round(cpu_time() - cpu_start, 1)
@@ -346,6 +311,5 @@ def run_steps(steps: Sequence[Step], *, policy: str, logs: Path, hint: str = "",
         outcome.records[step.name] = record
         if step.done is not None:
             step.done(record, False)
-        brief = step.brief(record) + (f" (redone: {why})" if why.startswith("done before") else "")
-        print(progress_line(i, len(shown), step.name, seconds, cpu, brief), file=out, flush=True)
+        print(progress_line(i, len(steps), step.name, seconds, cpu, step.brief(record)), file=out, flush=True)
     return outcome
