@@ -139,6 +139,15 @@ def init_judge(tmp_path_factory):
     return get
 
 
+def test_a_canary_arm_keeps_the_callers_grpoconfig_fields_beside_its_own(tmp_path):
+    """canary_arm sets TRL's shuffle_dataset itself; a caller's ``extra`` joins it instead of clashing with it (a
+    duplicate keyword before): the arm gets as far as checking its model."""
+    from thinkj.errors import ThinkJError
+
+    with pytest.raises(ThinkJError, match="missing"):
+        canary_arm(tmp_path / "missing", tmp_path, seed=0, extra={"logging_steps": 1})
+
+
 @pytest.mark.slow
 @pytest.mark.rl_canary
 @pytest.mark.parametrize("seed", [0, pytest.param(1, marks=pytest.mark.opt_in)])

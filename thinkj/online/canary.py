@@ -241,9 +241,11 @@ def canary_arm(init: str | Path, root: str | Path, *, seed: int, control: str | 
     arm = control or "right"
     root = Path(root)
     data = write_rl_pairs(root / f"rl-{arm}.jsonl", canary_rl_pairs(RL_PAIRS, seed, control=control))
+    chosen = {**RL_SETTINGS, **settings}
+    # file order: each step's golds balanced (canary_rl_pairs); a caller's own GRPOConfig fields are kept beside it
+    extra = {"shuffle_dataset": False, **chosen.pop("extra", {})}
     run = GRPORun(model=str(init), data=str(data), out_dir=str(root / f"rl-{arm}"), seed=seed, device="cpu",
-                  extra={"shuffle_dataset": False},  # file order: each step's golds balanced (canary_rl_pairs)
-                  **{**RL_SETTINGS, **settings})
+                  extra=extra, **chosen)
     summary = run_trl_grpo(run, force=True)
     return {**judge_moved(init, summary["model_dir"], before), "arm": arm, "first_reward": summary["first_reward"],
             "last_reward": summary["last_reward"]}
