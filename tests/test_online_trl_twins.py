@@ -60,14 +60,12 @@ def test_trl_union_twins_two_steps(judge, tmp_path):
 @pytest.mark.slow
 def test_trl_group_is_both_orders_in_union_mode_and_one_order_in_step_mode(tiny_model_dir, tmp_path):
     """TRL's own trainer built with each mode: its group size and its train sampler's first generation batch."""
-    from thinkj.online.trl_grpo import GRPORun, _grpo_config, _trainer_class, load_rl_rows
-
-    write_jsonl(tmp_path / "pairs.jsonl", [p for p in make_pairs(12, seed=3) if p.label != "tie"][:4])
     from datasets import Dataset
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from thinkj.online.trl_grpo import RecordingReward, RewardComponent
+    from thinkj.online.trl_grpo import GRPORun, _grpo_config, build_trainer, load_rl_rows
 
+    write_jsonl(tmp_path / "pairs.jsonl", [p for p in make_pairs(12, seed=3) if p.label != "tie"][:4])
     rows, _ = load_rl_rows(tmp_path / "pairs.jsonl", twins=True)
     for mode, group in (("union", 6), ("step", 3)):
         run = GRPORun(model=str(tiny_model_dir), data=str(tmp_path / "pairs.jsonl"), out_dir=str(tmp_path / mode),
@@ -75,11 +73,8 @@ def test_trl_group_is_both_orders_in_union_mode_and_one_order_in_step_mode(tiny_
         config = _grpo_config(run, tmp_path / mode / "ckpt", cpu=True)
         assert config.num_generations == group and config.per_device_train_batch_size == 12
         model = AutoModelForCausalLM.from_pretrained(tiny_model_dir)
-        model.warnings_issued = {}
-        funcs = [RecordingReward("thinkj_qwen", twins=True), RewardComponent("thinkj_qwen", "acc"),
-                 RewardComponent("thinkj_qwen", "format")]  # as run_trl_grpo builds them
-        trainer = _trainer_class(mode)(model=model, reward_funcs=funcs, args=config, train_dataset=Dataset.from_list(rows),
-                                       processing_class=AutoTokenizer.from_pretrained(tiny_model_dir))
+        trainer, _ = build_trainer(run, config, model, AutoTokenizer.from_pretrained(tiny_model_dir),
+                                   Dataset.from_list(rows), cpu=True)  # the trainer run_trl_grpo trains with
         first = list(trainer._get_train_sampler())[:12]
         twins_in_batch = [rows[i]["twin"] for i in first]
         assert [rows[i]["order"] for i in first] == [0, 0, 0, 1, 1, 1] * 2

@@ -111,14 +111,7 @@ def check_sampling(base: Path, work: Path, device: str) -> tuple[bool, str]:
 
     from thinkj.inference.base import SamplingParams
     from thinkj.inference.hf import HFBackend
-    from thinkj.online.trl_grpo import (
-        GRPORun,
-        RecordingReward,
-        RewardComponent,
-        _grpo_config,
-        _trainer_class,
-        load_rl_rows,
-    )
+    from thinkj.online.trl_grpo import GRPORun, _grpo_config, build_trainer, load_rl_rows
     from thinkj.records import write_jsonl
     from thinkj.synthetic.fruit_task import make_pairs
 
@@ -140,11 +133,7 @@ def check_sampling(base: Path, work: Path, device: str) -> tuple[bool, str]:
     run = GRPORun(model=str(flat), data=str(data), out_dir=str(work / "flat_grpo"))
     config = _grpo_config(run, work / "flat_grpo_ckpt", cpu=device == "cpu")
     model = AutoModelForCausalLM.from_pretrained(flat).to(device)
-    model.warnings_issued = {}  # TRL 0.24 writes to it; transformers 5 models lack it
-    funcs = [RecordingReward("thinkj_qwen"), RewardComponent("thinkj_qwen", "acc"),
-             RewardComponent("thinkj_qwen", "format")]  # as run_trl_grpo builds them (GRPOConfig weighs three)
-    trainer = _trainer_class("off")(model=model, reward_funcs=funcs, args=config,
-                                    train_dataset=Dataset.from_list(rows), processing_class=tokenizer)
+    trainer, _ = build_trainer(run, config, model, tokenizer, Dataset.from_list(rows), cpu=device == "cpu")
     gen = copy.deepcopy(trainer.generation_config)  # what TRL hands to generate; only the length and count change
     gen.max_new_tokens, gen.num_return_sequences = 1, FLAT_DRAWS
     ids = tokenizer.apply_chat_template(conv, add_generation_prompt=True, return_tensors="pt", return_dict=True)

@@ -371,6 +371,26 @@ def _grpo_config(run: GRPORun, ckpt_dir: Path, cpu: bool) -> Any:
         raise ThinkJError(f"TRL settings: {' '.join(str(err).split())}") from None
 
 
+def build_trainer(run: GRPORun, config: Any, model: Any, tokenizer: Any, dataset: Any, *,
+                  cpu: bool) -> tuple[Any, RecordingReward]:
+    """TRL's GRPOTrainer as ``run`` trains: the preset's total reward (returned too: it keeps the last samples)
+    beside its ``acc`` and ``format`` terms (logged, weight 0 in ``config``), the twin sampler when asked, and on the
+    CPU the rollout speed-ups of :mod:`thinkj.online.trl_speed`."""
+    from thinkj.online.trl_speed import fast_rollout_trainer
+
+    total = RecordingReward(run.preset, twins=run.twins != "off", **run.weights)
+    reward_funcs = [total, RewardComponent(run.preset, "acc", **run.weights),
+                    RewardComponent(run.preset, "format", **run.weights)]
+    if not hasattr(model, "warnings_issued"):
+        model.warnings_issued = {}  # TRL 0.24 writes to this dict, which transformers 5 models no longer carry
+    trainer_class = fast_rollout_trainer(_trainer_class(run.twins), prefix_cache=cpu and run.shared_prefix,
+                                         bf16_weights=cpu and run.rollout_bf16 and bool(config.bf16))
+    trainer = trainer_class(model=model, reward_funcs=reward_funcs, args=config, train_dataset=dataset,
+                            processing_class=tokenizer)
+    total.bind_trainer(trainer)  # pos/* diagnostics (and consistency with twins) in every step's log line
+    return trainer, total
+
+
 def run_trl_grpo(run: GRPORun, force: bool = False) -> dict[str, Any]:
     """Train, save the policy to ``out_dir/model``, plot ``out_dir/curves.png``; returns a summary dict.
 
@@ -439,9 +459,6 @@ def run_trl_grpo(run: GRPORun, force: bool = False) -> dict[str, Any]:
     from datasets import Dataset
     from transformers import AutoModelForCausalLM, AutoTokenizer
     tokenizer = AutoTokenizer.from_pretrained(model_path)
-    total = RecordingReward(run.preset, twins=twins, **run.weights)
-    reward_funcs = [total, RewardComponent(run.preset, "acc", **run.weights),
-                    RewardComponent(run.preset, "format", **run.weights)]
     last = _last_checkpoint(ckpt_dir)
     # A run that reached its last step and died saving (disk full) resumes from a checkpoint at max_steps, and
     # transformers 5.5 + TRL 0.24 then train one step past it (global_step 25 of 24; experiments/LOG.md, session
@@ -450,15 +467,7 @@ def run_trl_grpo(run: GRPORun, force: bool = False) -> dict[str, Any]:
                                     >= run.steps)
     model = AutoModelForCausalLM.from_pretrained(last if reached else model_path,
                                                  dtype="float32" if cpu else "bfloat16")
-    if not hasattr(model, "warnings_issued"):
-        model.warnings_issued = {}  # TRL 0.24 writes to this dict, which transformers 5 models no longer carry
-    from thinkj.online.trl_speed import fast_rollout_trainer
-
-    trainer_class = fast_rollout_trainer(_trainer_class(run.twins), prefix_cache=cpu and run.shared_prefix,
-                                         bf16_weights=cpu and run.rollout_bf16 and bool(config.bf16))
-    trainer = trainer_class(model=model, reward_funcs=reward_funcs, args=config,
-                            train_dataset=Dataset.from_list(rows), processing_class=tokenizer)
-    total.bind_trainer(trainer)  # pos/* diagnostics (and consistency with twins) in every step's log line
+    trainer, total = build_trainer(run, config, model, tokenizer, Dataset.from_list(rows), cpu=cpu)
     held_out = None
     if eval_rows:
         from thinkj.online.trl_eval import HeldOutEval
