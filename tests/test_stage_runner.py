@@ -71,3 +71,21 @@ def test_a_failed_command_is_named_with_its_log_and_leaves_no_record(tmp_path, m
         pipeline.run_pipeline(pipeline.settings({"RUN_DIR": str(run)}), out=out)
     assert out.getvalue().splitlines()[-1].startswith("[ 1/1] a               FAILED after ")
     assert not list(run.rglob("*.done.json"))
+
+
+def test_in_process_runs_the_console_script_the_pipeline_names_by_path(tmp_path, capfd):
+    """The pipeline names a stage's program once, as the script beside this interpreter; in process, that script
+    runs as its entry function, not as a child."""
+    import sys
+
+    from thinkj import stage_runner
+
+    beside = Path(sys.executable).parent / "thinkj"
+    if not beside.is_file():
+        pytest.skip(f"no thinkj console script beside {sys.executable} (install the package with pip install -e .)")
+    assert pipeline._program("thinkj") == str(beside)
+    log = tmp_path / "help.log"
+    with capfd.disabled():  # pytest's capture holds sys.stdout; the run sends file descriptor 1 to the log
+        assert stage_runner.run_in_process([str(beside), "--help"], log) == 0
+    text = log.read_text()
+    assert "(in process)" in text and "Usage: thinkj" in text

@@ -442,11 +442,8 @@ def _step(stage: Stage, in_process: bool = False) -> stage_runner.Step:
     this process with its output in the log), then the output checked."""
 
     def work(log: Path) -> dict[str, object]:
-        if in_process:  # a console script by its name (its entry point), python as this interpreter
-            status = stage_runner.run_in_process([sys.executable if stage.argv[0] == "python" else stage.argv[0],
-                                                  *stage.argv[1:]], log)
-        else:
-            status = stage_runner.run_logged([_program(stage.argv[0]), *stage.argv[1:]], log)
+        command = [_program(stage.argv[0]), *stage.argv[1:]]  # the same program in process or as a child
+        status = (stage_runner.run_in_process if in_process else stage_runner.run_logged)(command, log)
         if status != 0:
             raise StageFailed(f"stage {stage.name} failed (exit {status}); its log: {log}")
         if not stage.output.exists():

@@ -161,7 +161,10 @@ def run_in_process(argv: list[str], log: Path) -> int:
     import traceback
     from importlib.metadata import entry_points
 
-    scripts = entry_points(group="console_scripts", name=argv[0]) if "/" not in argv[0] else ()
+    program = Path(argv[0])
+    # a console script by its bare name or as the script beside this interpreter (how the pipeline names it)
+    mine = "/" not in argv[0] or program.parent == Path(sys.executable).parent
+    scripts = entry_points(group="console_scripts", name=program.name) if mine else ()
     if scripts:  # an installed console script (thinkj): its entry function, as the script would call it
         entry = next(iter(scripts)).load()
 
