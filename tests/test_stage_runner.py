@@ -10,11 +10,13 @@ from __future__ import annotations
 
 import io
 import json
+import sys
 from pathlib import Path
 
 import pytest
 
 import thinkj.pipeline as pipeline
+from thinkj import stage_runner
 from thinkj.errors import ThinkJError
 
 WRITE = "import pathlib, sys; p = pathlib.Path(sys.argv[1]); p.parent.mkdir(parents=True, exist_ok=True); " \
@@ -76,9 +78,6 @@ def test_a_failed_command_is_named_with_its_log_and_leaves_no_record(tmp_path, m
 def test_in_process_runs_the_console_script_the_pipeline_names_by_path(tmp_path, capfd):
     """The pipeline names a stage's program once, as the script beside this interpreter; in process, that script
     runs as its entry function, not as a child."""
-    import sys
-
-    from thinkj import stage_runner
 
     beside = Path(sys.executable).parent / "thinkj"
     if not beside.is_file():
