@@ -15,6 +15,7 @@ import errno
 import os
 import sys
 from collections.abc import Callable
+from pathlib import Path
 from typing import TypeVar
 
 T = TypeVar("T")
@@ -101,7 +102,10 @@ def run_typer(app: Callable[..., object]) -> None:
         from click.exceptions import Abort, ClickException, NoArgsIsHelpError
 
     try:
-        status = app(standalone_mode=False)
+        # the script's own name in usage lines: click would otherwise name ``python -m <pkg>`` when the command runs
+        # in process under another module's __main__ (the pipeline under ``python -m pytest``)
+        name = Path(sys.argv[0]).name if sys.argv and sys.argv[0] else ""
+        status = app(standalone_mode=False, prog_name=None if not name or name.endswith(".py") or name.startswith("-") else name)
     except Abort:
         raise _interrupted() from None
     except NoArgsIsHelpError as err:  # a bare group: its help, as standalone mode prints it
