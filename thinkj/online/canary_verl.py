@@ -12,9 +12,9 @@ step); the algorithm's estimator and the rest of configs/verl/<algo>.yaml stay a
 ``grpo_consistent`` trains on both orders of each comparison (2 comparisons x 2 orders a step: the same 32
 rollouts).
 
-Not yet reliable: verl GRPO's right arm rises on every run since each step holds both gold sides, but passed the
-+0.05 bar on 3 of 5 (experiments/LOG.md, "RL canaries: why verl GRPO drifts"; its rollouts are not reproducible),
-so the verl canaries are opt-in
+verl GRPO runs 60 steps (:data:`STEPS`): at 30 its right arm rose past the +0.05 bar on 3 of 5 runs, at 60 on 5 of 5
+(+0.088 to +0.107; flipped control -0.250; experiments/LOG.md, "verl GRPO canary at 60 steps"). A pair of arms then
+takes ~9 min on 2 cores, over the canary's 5-minute budget and `make test`'s 45, so the verl canaries are opt-in
 (tests/test_rl_canary.py) and ``thinkj train canary --engine verl`` reports one draw.
 """
 
@@ -33,6 +33,8 @@ from thinkj.paths import PROJECT_ROOT
 
 ALGOS = ("grpo", "grpo_consistent", "ppo", "reinforce_pp")
 CRITIC_LR = 1e-3  # PPO's value head starts from nothing; Table 11's 1e-5 would leave it there for 30 steps
+# steps per algorithm where they differ from RL_SETTINGS["steps"] (30): verl GRPO's rise at 30 was small and variable
+STEPS: dict[str, int] = {"grpo": 60}
 VAL_EVERY = 10  # held-out validation (both orders of the canary's 64 eval pairs) every so many steps, and at step 0
 
 
@@ -40,12 +42,17 @@ class CanaryRunError(ThinkJError):
     pass
 
 
+def canary_steps(algo: str) -> int:
+    """Training steps of a verl canary arm of ``algo``."""
+    return STEPS.get(algo, RL_SETTINGS["steps"])
+
+
 def verl_canary_overrides(algo: str, prompt_length: int, *, val: bool = False,
                           validation_dir: Path | None = None) -> list[str]:
     """Hydra overrides of a verl canary arm (applied after verl_cpu's CPU settings)."""
     if algo not in ALGOS:
         raise ValueError(f"algo {algo!r}: choose one of {', '.join(ALGOS)}")
-    steps = RL_SETTINGS["steps"]
+    steps = canary_steps(algo)
     overrides = [f"trainer.total_training_steps={steps}", f"trainer.save_freq={steps}",
                  f"data.train_batch_size={RL_SETTINGS['prompts_per_step']}",
                  f"actor_rollout_ref.actor.ppo_mini_batch_size={RL_SETTINGS['prompts_per_step']}",
@@ -106,7 +113,7 @@ def verl_canary_arm(init: str | Path, root: str | Path, *, algo: str, seed: int,
     if code != 0:
         raise CanaryRunError(f"verl {algo} ({arm} arm) exited with {code}; its log: {log}")
     hf = out / "hf"
-    checkpoint = out / "checkpoints" / f"global_step_{RL_SETTINGS['steps']}" / "actor"
+    checkpoint = out / "checkpoints" / f"global_step_{canary_steps(algo)}" / "actor"
     merge = subprocess.run(["bash", str(PROJECT_ROOT / "scripts" / "merge_verl_checkpoint.sh"), str(checkpoint),
                             str(hf)], env=env, capture_output=True, text=True, cwd=PROJECT_ROOT)
     if merge.returncode != 0:
