@@ -79,7 +79,6 @@ def test_a_failed_command_is_named_with_its_log_and_leaves_no_record(tmp_path, m
 def test_in_process_runs_the_console_script_the_pipeline_names_by_path(tmp_path, capfd):
     """The pipeline names a stage's program once, as the script beside this interpreter; in process, that script
     runs as its entry function, not as a child."""
-
     beside = Path(sys.executable).parent / "thinkj"
     if not beside.is_file():
         pytest.skip(f"no thinkj console script beside {sys.executable} (install the package with pip install -e .)")

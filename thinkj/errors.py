@@ -91,6 +91,14 @@ def exit_on_user_error(fn: Callable[[], T]) -> T:
         raise
 
 
+def _script_name() -> str | None:
+    """The console script's name for usage lines, or None (click's own guess) under ``python file.py`` / ``-m`` /
+    ``-c``: click would otherwise name ``python -m <pkg>`` when the command runs in process under another module's
+    __main__ (the pipeline's stages under ``python -m pytest``)."""
+    name = Path(sys.argv[0]).name if sys.argv and sys.argv[0] else ""
+    return None if not name or name.endswith(".py") or name.startswith("-") else name
+
+
 def run_typer(app: Callable[..., object]) -> None:
     """Run a Typer app so that its usage errors, too, are one ``error: …`` line (exit 2), and Ctrl-C prints the
     interrupt line: click's standalone mode would print a usage box, and Typer turns KeyboardInterrupt into
@@ -102,10 +110,7 @@ def run_typer(app: Callable[..., object]) -> None:
         from click.exceptions import Abort, ClickException, NoArgsIsHelpError
 
     try:
-        # the script's own name in usage lines: click would otherwise name ``python -m <pkg>`` when the command runs
-        # in process under another module's __main__ (the pipeline under ``python -m pytest``)
-        name = Path(sys.argv[0]).name if sys.argv and sys.argv[0] else ""
-        status = app(standalone_mode=False, prog_name=None if not name or name.endswith(".py") or name.startswith("-") else name)
+        status = app(standalone_mode=False, prog_name=_script_name())
     except Abort:
         raise _interrupted() from None
     except NoArgsIsHelpError as err:  # a bare group: its help, as standalone mode prints it
