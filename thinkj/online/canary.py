@@ -46,6 +46,10 @@ RL_SETTINGS: dict[str, Any] = {"steps": 30, "learning_rate": 3e-4, "beta": 0.0, 
                                "prompts_per_step": 4, "max_completion_length": 96}
 RL_PAIRS = 256
 MIN_RISE = 0.05  # the least mean rise of the right verdict's probability that counts as learning, fixed in advance
+# the right arm's own greedy answers on the 128 held-out judgments (experiments/LOG.md, "session 15", fixed before
+# its runs): accuracy may fall by at most 0.05 (6 judgments) and so may the share of answers carrying a verdict
+MAX_GEN_FALL = 0.05
+MAX_PARSE_FALL = 0.05
 
 
 CONTROLS = ("flipped", "shuffled")  # negative controls: golds on the wrong side / golds a coin of their own
@@ -151,18 +155,50 @@ def format_only_judge(base: str | Path, out: str | Path, *, steps: int = 120, ba
     return Path(out)
 
 
-def held_out_correct(model_dir: str | Path, n_pairs: int = 64, *, max_new_tokens: int = 96) -> list[bool]:
-    """Greedy verdicts of ``model_dir`` on ``n_pairs`` held-out pairs in both orders: right or not, in a fixed order
-    (pair, then original / swapped), so two models' lists pair up judgment by judgment."""
+def held_out_judgments(model_dir: str | Path, n_pairs: int = 64, *, max_new_tokens: int = 96) -> list[dict[str, Any]]:
+    """Greedy judgment records of ``model_dir`` on ``n_pairs`` held-out pairs in both orders, in a fixed order (pair,
+    then original / swapped), so two models' lists pair up judgment by judgment."""
     from thinkj.inference.base import SamplingParams
     from thinkj.inference.both_orders import judge_both_orders
     from thinkj.inference.hf import HFBackend
 
-    pairs = eval_pairs(n_pairs)
     backend = HFBackend(model_dir, batch_size=64, device="cpu", dtype="float32")
-    records = judge_both_orders(backend, pairs, TEMPLATE, SamplingParams(temperature=0.0,
-                                                                          max_new_tokens=max_new_tokens), strict=True)
-    return [bool(r["correct"]) for r in records]
+    return judge_both_orders(backend, eval_pairs(n_pairs), TEMPLATE,
+                             SamplingParams(temperature=0.0, max_new_tokens=max_new_tokens), strict=True)
+
+
+def held_out_correct(model_dir: str | Path, n_pairs: int = 64, *, max_new_tokens: int = 96) -> list[bool]:
+    """Greedy verdicts of ``model_dir`` on the held-out judgments (:func:`held_out_judgments`): right or not."""
+    return [bool(r["correct"]) for r in held_out_judgments(model_dir, n_pairs, max_new_tokens=max_new_tokens)]
+
+
+def own_generations(model_dir: str | Path, n_pairs: int = 64, *, max_new_tokens: int = 96) -> dict[str, Any]:
+    """What ``model_dir`` itself writes on the held-out pairs, both orders, greedy (:func:`held_out_judgments`):
+    accuracy over every judgment (an unparsable answer counts wrong), the parse rate (a verdict was read) and the
+    share of verdicts on '(a)'. The teacher-forced metric feeds the right rationale, so it cannot see RL that breaks
+    the model's own answers; this can."""
+    records = held_out_judgments(model_dir, n_pairs, max_new_tokens=max_new_tokens)
+    parsed = [r for r in records if r["verdict"] is not None]
+    return {"n": len(records), "accuracy": sum(bool(r["correct"]) for r in records) / len(records),
+            "parse_rate": len(parsed) / len(records),
+            "a_share": sum(r["verdict"] == "a" for r in parsed) / len(parsed) if parsed else None,
+            "correct": [bool(r["correct"]) for r in records]}
+
+
+def generation_held(before: dict[str, Any], after: dict[str, Any], *, max_fall: float = MAX_GEN_FALL,
+                    max_parse_fall: float = MAX_PARSE_FALL) -> dict[str, Any]:
+    """The canary's generation criterion, fixed in advance (experiments/LOG.md, "session 15"): the arm's own greedy
+    accuracy on the held-out judgments (:func:`own_generations`) falls by at most ``max_fall``, and the share of its
+    answers that carry a verdict by at most ``max_parse_fall``. A collapse of generation (empty, looping or
+    verdict-less answers) fails it; an unparsable answer already counts wrong in the accuracy."""
+    fall = before["accuracy"] - after["accuracy"]
+    parse_fall = before["parse_rate"] - after["parse_rate"]
+    paired = paired_test(before["correct"], after["correct"])
+    return {"before": before["accuracy"], "after": after["accuracy"], "fall": fall,
+            "parse_before": before["parse_rate"], "parse_after": after["parse_rate"],
+            "a_share_before": before["a_share"], "a_share_after": after["a_share"],
+            "gained": paired["gained"], "lost": paired["lost"], "p_one_sided": paired["p_one_sided"],
+            "held": fall <= max_fall + 1e-12 and parse_fall <= max_parse_fall + 1e-12}
 
 
 def verdict_probabilities(model_dir: str | Path, n_pairs: int = 64) -> list[float]:
@@ -232,7 +268,8 @@ def sign_test(before: list[float], after: list[float], *, alpha: float = ALPHA,
 
 
 def canary_arm(init: str | Path, root: str | Path, *, seed: int, control: str | None = None,
-               before: list[float] | None = None, **settings: Any) -> dict[str, Any]:
+               before: list[float] | None = None, gen_before: dict[str, Any] | None = None,
+               **settings: Any) -> dict[str, Any]:
     """One TRL canary arm: TRL GRPO from ``init`` on :data:`RL_PAIRS` canary pairs (right golds, or the negative
     ``control`` of :func:`canary_rl_pairs`), then :func:`judge_moved`. ``settings`` override :data:`RL_SETTINGS`.
     The result also holds the run's first and last rewards."""
@@ -247,27 +284,36 @@ def canary_arm(init: str | Path, root: str | Path, *, seed: int, control: str | 
     run = GRPORun(model=str(init), data=str(data), out_dir=str(root / f"rl-{arm}"), seed=seed, device="cpu",
                   extra=extra, **chosen)
     summary = run_trl_grpo(run, force=True)
-    return {**judge_moved(init, summary["model_dir"], before), "arm": arm, "first_reward": summary["first_reward"],
-            "last_reward": summary["last_reward"]}
+    return {**judge_moved(init, summary["model_dir"], before, gen_before), "arm": arm,
+            "first_reward": summary["first_reward"], "last_reward": summary["last_reward"]}
 
 
-def judge_moved(init: str | Path, trained: str | Path, before: list[float] | None = None) -> dict[str, Any]:
+def judge_moved(init: str | Path, trained: str | Path, before: list[float] | None = None,
+                gen_before: dict[str, Any] | None = None) -> dict[str, Any]:
     """:func:`sign_test` over the 64 held-out pairs of :func:`position_free` probabilities of ``init`` (``before``:
     its :func:`verdict_probabilities`, measured when not given) and ``trained``; ``per_order`` is the same test on
-    the 128 per-order probabilities, for the record."""
+    the 128 per-order probabilities, for the record; ``generation`` is :func:`generation_held` on both models' own
+    greedy answers (``gen_before``: the init's :func:`own_generations`, measured when not given)."""
     before = before if before is not None else verdict_probabilities(init)
     after = verdict_probabilities(trained)
-    return {**sign_test(position_free(before), position_free(after)), "per_order": sign_test(before, after)}
+    gen_before = gen_before if gen_before is not None else own_generations(init)
+    return {**sign_test(position_free(before), position_free(after)), "per_order": sign_test(before, after),
+            "generation": generation_held(gen_before, own_generations(trained))}
 
 
 def canary_verdict(right: dict[str, Any], control: dict[str, Any]) -> tuple[bool, str]:
-    """Whether a canary holds: the right-gold arm passes :func:`sign_test` and its control does not."""
+    """Whether a canary holds: the right-gold arm passes :func:`sign_test` and keeps its own answers
+    (:func:`generation_held`), and its control does not pass :func:`sign_test`."""
     if not right["learned"]:
         return False, f"RL on the right golds did not learn the canary: {right}"
+    if not right["generation"]["held"]:
+        return False, f"RL on the right golds lost its own answers (greedy accuracy or parse rate fell): {right}"
     if control["learned"]:
         return False, f"RL on the {control['arm']} control passed the canary test: {control}"
-    return True, f"learned (rise {right['rise']:+.3f}, p {right['p_one_sided']:.2g}); control {control['arm']} " \
-                 f"did not (rise {control['rise']:+.3f})"
+    gen = right["generation"]
+    return True, f"learned (rise {right['rise']:+.3f}, p {right['p_one_sided']:.2g}; own answers " \
+                 f"{gen['before']:.3f} -> {gen['after']:.3f}, parsed {gen['parse_after']:.2f}); control " \
+                 f"{control['arm']} did not (rise {control['rise']:+.3f})"
 
 
 def paired_test(before: list[bool], after: list[bool]) -> dict[str, Any]:

@@ -78,7 +78,8 @@ def verl_canary_overrides(algo: str, prompt_length: int, *, val: bool = False,
 
 
 def verl_canary_arm(init: str | Path, root: str | Path, *, algo: str, seed: int, control: str | None = None,
-                    before: list[float] | None = None, val: bool = False) -> dict[str, Any]:
+                    before: list[float] | None = None, gen_before: dict[str, Any] | None = None,
+                    val: bool = False) -> dict[str, Any]:
     """One verl canary arm from ``init``: train, merge the last checkpoint, and :func:`judge_moved` it.
 
     ``val``: verl also validates on the held-out pairs in both orders (``val-judge/*``, dumped under
@@ -123,5 +124,5 @@ def verl_canary_arm(init: str | Path, root: str | Path, *, algo: str, seed: int,
     scores = [row["data"]["critic/score/mean"] for row in rows if "critic/score/mean" in row["data"]]
     if not scores:
         raise CanaryRunError(f"verl {algo} ({arm} arm) logged no training score under {out / 'logs'}")
-    return {**judge_moved(init, hf, before), "arm": arm, "algo": algo, "out": str(out), "rows": rows,
+    return {**judge_moved(init, hf, before, gen_before), "arm": arm, "algo": algo, "out": str(out), "rows": rows,
             "first_reward": scores[0], "last_reward": scores[-1], "wall_s": round(wall, 1)}

@@ -150,7 +150,8 @@ def canary(engine: str = typer.Option("trl", help="trl | verl (verl: DEVICE=cpu 
            seed: int = typer.Option(0, help="tiny model, init judge, data and RL seed"),
            control: str = typer.Option("flipped", help="negative control: flipped (golds on the wrong side) | "
                                                        "shuffled (golds a coin; can rise by sharpening alone)"),
-           out: Path = typer.Option(Path("runs/canary"), help="work folder; canary.json is written last")) -> None:
+           out: Path = typer.Option(Path("runs/canary"), help="work folder; canary.json is written last"),
+           steps: int = typer.Option(0, help="trl: RL steps per arm (0: the canary's budget, RL_SETTINGS)")) -> None:
     """Does this RL path learn? The tiny model fine-tuned to a half-informative fruit-task judge, RL on the right
     golds (must raise the held-out right-verdict probability: one-sided sign test p < 0.05 and a mean rise >= 0.05)
     and on the control's golds (must not). Minutes on a CPU (thinkj/online/canary.py); exit 1 if the canary fails."""
@@ -163,6 +164,7 @@ def canary(engine: str = typer.Option("trl", help="trl | verl (verl: DEVICE=cpu 
         canary_arm,
         canary_verdict,
         format_only_judge,
+        own_generations,
         verdict_probabilities,
     )
     from thinkj.online.canary_verl import ALGOS, verl_canary_arm
@@ -175,17 +177,23 @@ def canary(engine: str = typer.Option("trl", help="trl | verl (verl: DEVICE=cpu 
         raise typer.BadParameter(f"--algo {algo!r}: choose one of {', '.join(ALGOS)}")
     if control not in CONTROLS:
         raise typer.BadParameter(f"--control {control!r}: choose one of {', '.join(CONTROLS)}")
+    if steps and engine != "trl":
+        raise typer.BadParameter("--steps applies to --engine trl (verl's canary budget is canary_verl.STEPS)")
+    if steps < 0:
+        raise typer.BadParameter(f"--steps {steps}: must be >= 0")
     root = out / f"{engine}-{algo}-seed{seed}"
     (root / "canary.json").unlink(missing_ok=True)
     init = format_only_judge(build_tiny_model(root / "tiny", seed=seed), root / "init", seed=seed, steps=INIT_STEPS,
                              informative=INFORMATIVE)
-    before = verdict_probabilities(init)
+    before, gen_before = verdict_probabilities(init), own_generations(init)
     arms = []
     for arm_control in (None, control):
         if engine == "trl":
-            arms.append(canary_arm(init, root, seed=seed, control=arm_control, before=before))
+            arms.append(canary_arm(init, root, seed=seed, control=arm_control, before=before, gen_before=gen_before,
+                                   **({"steps": steps} if steps else {})))
         else:
-            result = verl_canary_arm(init, root, algo=algo, seed=seed, control=arm_control, before=before)
+            result = verl_canary_arm(init, root, algo=algo, seed=seed, control=arm_control, before=before,
+                                     gen_before=gen_before)
             arms.append({k: v for k, v in result.items() if k != "rows"})
         typer.echo(json.dumps({k: v for k, v in arms[-1].items() if k != "per_order"}), err=True)
     holds, why = canary_verdict(*arms)
