@@ -103,7 +103,9 @@ def test_paired_comparison_counts_the_judgments_only_one_row_got_right():
     later.append({"item_id": "i0", "order": "original", "sample": 1, "correct": False, "verdict": "b"})  # not greedy
     c = paired_comparison(later, earlier, row_metrics(earlier))
     assert (c["change_points"], c["only_later_right"], c["only_earlier_right"], c["n_judgments"]) == (30.0, 4, 1, 10)
-    assert c["mcnemar_p"] == 0.375  # 2 * P(X <= 1 | 5, 1/2) = 2 * 6/32
+    # both orders of an item are one cluster: per-item differences i2 -1, i3 +2, i4 +2 (sum 3); of the 8 sign
+    # patterns of (1, 2, 2), |sum| >= 3 in 4 (+-5, +-3): p = 1/2. McNemar over the 10 judgments would say 2 * 6/32.
+    assert (c["test"], c["clusters"], c["cluster_by"], c["p"]) == ("cluster_sign_flip", 5, "comparison", 0.5)
     # 60 % of 10 ends its interval at 83.2 %, so only 10 of 10 (lower bound 72.2 %)... is not enough either
     assert c["accuracy_needed_for_separated_ci"] is None
     assert paired_comparison(later, later, row_metrics(later))["change_points"] == 0.0

@@ -35,3 +35,46 @@ def test_successes_needed_above_is_the_first_separated_count():
     assert wilson_interval(k, 60)[0] > upper >= wilson_interval(k - 1, 60)[0]
     assert k == 57  # 95.0 %: what a trained row must reach on 60 judgments to be separated from that init
     assert successes_needed_above(0.99, 10) is None
+
+
+def test_cluster_sign_flip_hand_worked():
+    from thinkj.stats import cluster_sign_flip_p
+
+    # differences (1, 2, 2), observed sum 5: only the all-plus and all-minus patterns reach |5|: 2/8
+    assert cluster_sign_flip_p([1, 2, 2]) == pytest.approx(2 / 8)
+    # (1, -2, 2), observed 1: every pattern has |sum| >= 1 (sums are odd): p = 1
+    assert cluster_sign_flip_p([1, -2, 2]) == pytest.approx(1.0)
+    # (3, 1), observed 4: patterns 4, 2, -2, -4: 2/4; zero clusters change nothing
+    assert cluster_sign_flip_p([3, 1, 0, 0]) == pytest.approx(0.5)
+    assert cluster_sign_flip_p([0, 0]) == 1.0 and cluster_sign_flip_p([]) == 1.0
+
+
+def test_singleton_clusters_are_mcnemar_and_the_test_is_named():
+    from thinkj.stats import paired_test
+
+    later = [True] * 12 + [False] * 3 + [True] * 5
+    earlier = [False] * 12 + [True] * 3 + [True] * 5
+    result = paired_test(later, earlier)
+    assert result["test"] == "mcnemar_exact" and result["clusters"] == 20
+    assert result["p"] == pytest.approx(mcnemar_exact(12, 3))
+    # the same judgments in distinct clusters of their own: the sign-flip law is McNemar's binomial
+    clustered = paired_test(later, earlier, [f"q{i}" for i in range(20)], cluster_by="question")
+    assert clustered["test"] == "mcnemar_exact" and clustered["p"] == pytest.approx(result["p"])
+    with pytest.raises(ValueError, match="equally long"):
+        paired_test(later, earlier[:-1])
+
+
+def test_a_duplicated_judgment_is_counted_once():
+    """Each judgment drawn twice (the same comparison repeated): McNemar over the judgments sees twice the evidence,
+    the cluster test, clustering by the comparison, the same as before."""
+    from thinkj.stats import paired_test
+
+    later = [True] * 9 + [False] * 2 + [True] * 4
+    earlier = [False] * 9 + [True] * 2 + [True] * 4
+    once = paired_test(later, earlier, list(range(15)), cluster_by="comparison")
+    twice = paired_test(later * 2, earlier * 2, list(range(15)) * 2, cluster_by="comparison")
+    naive = mcnemar_exact(18, 4)
+    assert once["p"] == pytest.approx(mcnemar_exact(9, 2))  # 0.065: not below 0.05
+    assert naive < 0.01 < once["p"]  # counted twice, McNemar would claim p = 0.004
+    assert twice["test"] == "cluster_sign_flip" and twice["clusters"] == 15
+    assert twice["p"] == pytest.approx(once["p"])

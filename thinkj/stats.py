@@ -3,12 +3,24 @@
 Wilson's score interval for one proportion, and Newcombe's hybrid score interval (method 10 in
 Newcombe, Statistics in Medicine 17:873-890, 1998) for the difference of two independent ones. Two judges scored on
 the same judgments are compared with McNemar's exact test (the two-sided binomial test on the judgments where exactly
-one of them is right; McNemar, Psychometrika 12:153-157, 1947).
+one of them is right; McNemar, Psychometrika 12:153-157, 1947) when the judgments are independent items.
+
+When judgments share a unit (both orders of one comparison, several comparisons of one question, a comparison drawn
+twice) they are not independent, and McNemar over judgments overstates the evidence. :func:`paired_test` then runs
+the paired randomization (sign-flip) test at the level of that unit, the cluster: under "the two judges are
+exchangeable", swapping their labels inside a cluster is as likely as not, so each cluster's difference in right
+judgments keeps or flips its sign with probability 1/2, independently of the other clusters (Fisher's randomization
+test for paired data, The Design of Experiments, 1935, section 21, applied to cluster totals). The exact null
+distribution of the summed difference is built by convolution over the clusters, so no Monte Carlo error. With one
+judgment per cluster it is exactly McNemar's exact test. Every result names the test that ran, why, and the number
+of distinct clusters.
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Hashable, Sequence
+from typing import Any
 
 Z95 = 1.959963984540054
 
@@ -52,3 +64,51 @@ def successes_needed_above(upper: float, n: int, z: float = Z95) -> int | None:
         if wilson_interval(k, n, z)[0] > upper:
             return k
     return None
+
+
+def cluster_sign_flip_p(differences: Sequence[int]) -> float:
+    """Two-sided exact p-value of the paired sign-flip test on integer cluster differences (later right minus earlier
+    right, per cluster): P(|sum s_c d_c| >= |sum d_c|) over independent fair signs s_c. Zero clusters add nothing."""
+    diffs = [abs(int(d)) for d in differences if d]
+    observed = abs(sum(int(d) for d in differences))
+    if not diffs:
+        return 1.0
+    import numpy as np
+
+    total = sum(diffs)
+    dist = np.zeros(2 * total + 1)  # dist[t + total] = P(sum = t)
+    dist[total] = 1.0
+    for d in diffs:  # convolve with the two-point law {-d, +d}
+        new = np.zeros_like(dist)
+        new[:-d] += 0.5 * dist[d:]
+        new[d:] += 0.5 * dist[:-d]
+        dist = new
+    sums = np.arange(-total, total + 1)
+    tail = float(dist[np.abs(sums) >= observed].sum())
+    return min(1.0, tail)
+
+
+def paired_test(later: Sequence[bool], earlier: Sequence[bool], clusters: Sequence[Hashable] | None = None, *,
+                cluster_by: str = "judgment") -> dict[str, Any]:
+    """Two judges' right/wrong on the same judgments (``later[i]`` and ``earlier[i]`` are one judgment), tested for a
+    difference. ``clusters[i]`` names the unit judgment i belongs to (its comparison, its question; None: each
+    judgment its own). All clusters singletons: McNemar's exact test; otherwise the cluster sign-flip test
+    (:func:`cluster_sign_flip_p`). The result says which test ran, why, and how many distinct clusters there are."""
+    if len(later) != len(earlier) or (clusters is not None and len(clusters) != len(later)):
+        raise ValueError(f"paired test needs equally long lists (got {len(later)}, {len(earlier)}"
+                         f"{'' if clusters is None else f', {len(clusters)} clusters'})")
+    keys = list(range(len(later))) if clusters is None else list(clusters)
+    totals: dict[Hashable, int] = {}
+    for key, a, b in zip(keys, later, earlier):
+        totals[key] = totals.get(key, 0) + int(bool(a)) - int(bool(b))
+    only_later = sum(bool(a) and not bool(b) for a, b in zip(later, earlier))
+    only_earlier = sum(bool(b) and not bool(a) for a, b in zip(later, earlier))
+    n, k = len(later), len(totals)
+    if k == n:
+        test, why, p = "mcnemar_exact", f"each of the {n} judgments is its own {cluster_by}", \
+            mcnemar_exact(only_later, only_earlier)
+    else:
+        test, why = "cluster_sign_flip", f"{n} judgments share {k} distinct {cluster_by}s"
+        p = cluster_sign_flip_p(list(totals.values()))
+    return {"test": test, "why": why, "p": p, "clusters": k, "cluster_by": cluster_by, "n_judgments": n,
+            "only_later_right": only_later, "only_earlier_right": only_earlier}

@@ -14,8 +14,11 @@ Each ``ROW=FOLDER`` is an evaluation folder (``thinkj eval run ... --out FOLDER/
 * parse_failure: judgments without a verdict / judgments.
 
 ``comparisons`` sets each later row against the one it builds on (init against base, offline and online against
-init) on the judgments both made: the change in points, how many only one of them got right, McNemar's exact
-p-value, and the accuracy the later row would need on this many judgments for its 95% interval to clear the
+init) on the judgments both made: the change in points, how many only one of them got right, a paired test
+(:func:`thinkj.stats.paired_test`: judgments that share a question -- both orders of a comparison, a comparison
+drawn twice, several comparisons of one question -- form one cluster and the cluster sign-flip test runs; McNemar's
+exact test only when every judgment is its own cluster) with its p-value, the test's name and the number of distinct
+clusters, and the accuracy the later row would need on this many judgments for its 95% interval to clear the
 earlier row's. ``checks``: init above base, and the best trained row above init, each with separated intervals.
 ``example``: one held-out item the base judge got wrong and the best trained row got right, verbatim.
 Written to ``<out>/compare.json`` and printed.
@@ -30,7 +33,7 @@ from typing import Any
 
 from thinkj.paths import PROJECT_ROOT
 from thinkj.records import RecordError, read_json, read_jsonl, write_json
-from thinkj.stats import mcnemar_exact, successes_needed_above, wilson_interval
+from thinkj.stats import paired_test, successes_needed_above, wilson_interval
 
 ROWS = ("base", "init", "offline", "online")
 COMPARISONS = (("init", "base"), ("offline", "init"), ("online", "init"))  # (later row, the row it builds on)
@@ -59,19 +62,49 @@ def _first_samples(records: list[dict[str, Any]]) -> dict[tuple[str, str], bool]
     return {(r["item_id"], r["order"]): bool(r["correct"]) for r in records if r.get("sample", 0) == 0}
 
 
+def question_keys(records: list[dict[str, Any]], source: str | os.PathLike | None = None) -> tuple[dict[str, str], str]:
+    """item id -> the cluster its judgments belong to, and what the cluster is: the record's ``question_id`` where
+    the records carry one; else the question's text from the pairs file ``source`` (the last user turn, so a
+    comparison drawn twice and several comparisons of one question share it); else the item (its two orders)."""
+    if records and all(r.get("question_id") for r in records):
+        return {r["item_id"]: str(r["question_id"]) for r in records}, "question"
+    if source and Path(source).is_file():
+        keys = {}
+        for _, pair in read_jsonl(source):
+            turns = [m.get("content", "") for m in pair.get("messages") or [] if m.get("role") == "user"]
+            if pair.get("id") is not None and turns:
+                keys[str(pair["id"])] = turns[-1]
+        if keys and all(r["item_id"] in keys for r in records):
+            return {r["item_id"]: keys[r["item_id"]] for r in records}, "question"
+    return {r["item_id"]: r["item_id"] for r in records}, "comparison"
+
+
 def paired_comparison(later: list[dict[str, Any]], earlier: list[dict[str, Any]],
-                      earlier_metrics: dict[str, Any]) -> dict[str, Any]:
-    """``later`` against ``earlier`` on the judgments both made (same item, same order)."""
+                      earlier_metrics: dict[str, Any], clusters: dict[str, str] | None = None,
+                      cluster_by: str = "comparison") -> dict[str, Any]:
+    """``later`` against ``earlier`` on the judgments both made (same item, same order); ``clusters`` maps an item
+    id to its cluster (default: the item, i.e. its two orders), see :func:`question_keys`."""
     a, b = _first_samples(later), _first_samples(earlier)
     shared = sorted(a.keys() & b.keys())
-    only_later = sum(a[k] and not b[k] for k in shared)
-    only_earlier = sum(b[k] and not a[k] for k in shared)
+    test = paired_test([a[k] for k in shared], [b[k] for k in shared],
+                       [(clusters or {}).get(k[0], k[0]) for k in shared], cluster_by=cluster_by)
+    only_later, only_earlier = test["only_later_right"], test["only_earlier_right"]
     n = len(shared)
     needed = successes_needed_above(earlier_metrics["accuracy_ci95"][1] / 100.0, n) if n else None
     return {"change_points": round(100.0 * (only_later - only_earlier) / n, 1) if n else 0.0,
             "only_later_right": only_later, "only_earlier_right": only_earlier, "n_judgments": n,
-            "mcnemar_p": float(f"{mcnemar_exact(only_later, only_earlier):.3g}"),
+            "test": test["test"], "p": float(f"{test['p']:.3g}"), "clusters": test["clusters"],
+            "cluster_by": cluster_by, "why": test["why"],
             "accuracy_needed_for_separated_ci": round(100.0 * needed / n, 1) if needed is not None else None}
+
+
+def _source(judgments: Path, benchmark: str) -> str | None:
+    """The pairs file a row's evaluation read (its results' provenance), if recorded and present."""
+    path = judgments.with_name(f"{benchmark}.results.json")
+    results = read_json(path) if path.is_file() else None
+    source = (((results.get("provenance") or {}).get("data") or {}).get("source")
+              if isinstance(results, dict) else None)
+    return source if source and Path(source).is_file() else None
 
 
 def _above(hi_row: dict[str, Any], lo_row: dict[str, Any]) -> bool:
@@ -132,16 +165,19 @@ def compare_rows(folders: dict[str, Path], out: str | os.PathLike, benchmark: st
                               path=path)
     records = {row: [r for _, r in read_jsonl(judgments[row])] for row in ROWS if row in judgments}
     rows = {row: row_metrics(records[row]) for row in records}
-    comparisons = {f"{later}_vs_{earlier}": paired_comparison(records[later], records[earlier], rows[earlier])
-                   for later, earlier in COMPARISONS if later in rows and earlier in rows}
+    comparisons = {}
+    for later, earlier in COMPARISONS:
+        if later in rows and earlier in rows:
+            clusters, cluster_by = question_keys(records[earlier] + records[later],
+                                                 _source(judgments[earlier], benchmark))
+            comparisons[f"{later}_vs_{earlier}"] = paired_comparison(records[later], records[earlier],
+                                                                     rows[earlier], clusters, cluster_by)
     checks = learning_checks(rows)
     after = checks.get("best_trained") or ("init" if "init" in rows else None)
     example = before_after(judgments, after) if after else None
     if example:
-        results = read_json(judgments[after].with_name(f"{benchmark}.results.json"))
-        source = (((results.get("provenance") or {}).get("data") or {}).get("source")
-                  if isinstance(results, dict) else None)
-        if source and Path(source).is_file():
+        source = _source(judgments[after], benchmark)
+        if source:
             for _, pair in read_jsonl(source):
                 if pair.get("id") == example["item_id"]:
                     example["pair"] = {k: pair[k] for k in ("messages", "response_a", "response_b", "label")}
@@ -150,6 +186,11 @@ def compare_rows(folders: dict[str, Path], out: str | os.PathLike, benchmark: st
                 "git_commit": git_commit()}
     write_json(Path(out) / "compare.json", document)
     return document
+
+
+def _test_name(comparison: dict[str, Any]) -> str:
+    return {"mcnemar_exact": "McNemar exact", "cluster_sign_flip": "cluster sign-flip"}.get(comparison["test"],
+                                                                                          comparison["test"])
 
 
 def print_results(document: dict[str, Any]) -> None:
@@ -163,7 +204,8 @@ def print_results(document: dict[str, Any]) -> None:
     for name, c in (document.get("comparisons") or {}).items():
         needed = c["accuracy_needed_for_separated_ci"]
         print(f"{name.replace('_vs_', ' vs '):17s} {c['change_points']:+6.1f} points; right only in one: "
-              f"{c['only_later_right']} vs {c['only_earlier_right']} (McNemar exact p = {c['mcnemar_p']:.2g}); "
+              f"{c['only_later_right']} vs {c['only_earlier_right']} ({_test_name(c)} p = {c['p']:.2g}, "
+              f"{c['clusters']} {c['cluster_by']}s: {c['why']}); "
               f"separated intervals need {'an unreachable' if needed is None else f'{needed:.1f} %'}")
     checks = document.get("checks") or {}
     if checks:
