@@ -7,9 +7,10 @@ Each argument is one seed's run folder of the demo recipe (``thinkj run configs/
 learning=offline ...``). Reads its held-out judgments of ``init`` (``eval/judge_sft``) and ``offline``
 (``eval/offline_iter_1_model``) and its DPO pair counts (``train/offline/iterations.json``); prints a markdown table
 per arm (accuracy and pair accuracy with Wilson 95 % intervals, "(a)" share, flip rate, unparsed) and the paired
-exact McNemar test of offline vs init per seed and pooled. A seed whose evaluation is missing, or lacks any judgment
-of its items in both orders, is an error, not a shorter table (the recipe evaluates with ``--limit``, which marks
-every result incomplete by rule, so the check here is that nothing else is missing).
+test clustered by comparison (thinkj.stats.paired_test) of offline vs init per seed and pooled. A seed whose
+evaluation is missing, or lacks any judgment of its items in both orders, is an error, not a shorter table (the
+recipe evaluates with ``--limit``, which marks every result incomplete by rule, so the check here is that nothing else
+is missing).
 """
 
 from __future__ import annotations
@@ -71,11 +72,11 @@ def main(argv: list[str] | None = None) -> int:
               f"{100 * m['ci95'][1]:.1f}] | {100 * m['pair_accuracy']:.1f} [{100 * m['pair_ci95'][0]:.1f}, "
               f"{100 * m['pair_ci95'][1]:.1f}] | {100 * m['a_share']:.1f} | {100 * m['flip_rate']:.1f} | "
               f"{100 * m['unparsed']:.1f} |")
-    print("\n| offline vs init | judgments | right only offline | right only init | diff (points) | McNemar p |")
+    print("\n| offline vs init | judgments | right only offline | right only init | diff (points) | p (test, clusters) |")
     print("|---|---:|---:|---:|---:|---:|")
     for row in [*per_seed, {"run": "**pooled**", **pooled}]:
         print(f"| {row['run']} | {row['n']} | {row['only_first']} | {row['only_second']} | "
-              f"{100 * row['diff']:+.1f} | {row['p']:.3g} |")
+              f"{100 * row['diff']:+.1f} | {row['p']:.3g} ({row['test']}, {row['clusters']} comparisons) |")
     for run, counts in pairs.items():
         print(f"\n{run}: DPO pairs {counts}")
     if args.json:

@@ -6,7 +6,8 @@
 Reads what ``experiments/position_consistent.sh`` wrote under the run folder: per seed, the held-out judgments of
 each arm (``<task>-s<S>/eval-<arm>/synthetic.judgments.jsonl``) and each RL run's ``trainer_state.json``. Prints a
 markdown table per arm (accuracy with Wilson 95 % interval, pair accuracy, "(a)" share, flip rate, unparsed) and the
-paired McNemar exact tests (per seed and pooled over seeds), writes the same as JSON next to the plot, and plots
+paired tests clustered by comparison (thinkj.stats.paired_test; per seed and pooled over seeds), writes the same
+as JSON next to the plot, and plots
 reward, training accuracy, "(a)" share and twin flip rate per step. An arm or seed whose evaluation is missing or
 incomplete is an error, not a silently shorter table.
 """
@@ -18,7 +19,7 @@ import json
 import sys
 from pathlib import Path
 
-from thinkj.stats import mcnemar_exact, wilson_interval
+from thinkj.stats import paired_test, wilson_interval
 
 ARMS = ("init", "plain", "consistent")
 TESTS = (("consistent", "init", "primary"), ("plain", "init", "secondary"), ("consistent", "plain", "secondary"))
@@ -69,13 +70,18 @@ def arm_metrics(rows: list[dict]) -> dict:
 
 
 def mcnemar(first: dict, second: dict) -> dict:
-    """Paired exact test of ``first`` vs ``second`` on the same judgments."""
+    """Paired test of ``first`` vs ``second`` on the same judgments (keys ``(..., item_id, order)``): the two orders
+    of a comparison are one cluster, so ``thinkj.stats.paired_test`` runs the cluster sign-flip test (the records
+    do not carry the question, so comparisons drawn twice under two ids still count twice: said in the output)."""
     if first.keys() != second.keys():
         raise SystemExit("error: the two arms were not scored on the same judgments")
-    only_first = sum(first[k]["correct"] and not second[k]["correct"] for k in first)
-    only_second = sum(second[k]["correct"] and not first[k]["correct"] for k in first)
+    keys = sorted(first, key=str)
+    test = paired_test([bool(first[k]["correct"]) for k in keys], [bool(second[k]["correct"]) for k in keys],
+                       [k[:-1] for k in keys], cluster_by="comparison")
+    only_first, only_second = test["only_later_right"], test["only_earlier_right"]
     return {"only_first": only_first, "only_second": only_second, "n": len(first),
-            "diff": (only_first - only_second) / len(first), "p": mcnemar_exact(only_first, only_second)}
+            "diff": (only_first - only_second) / len(first), "p": test["p"], "test": test["test"],
+            "clusters": test["clusters"]}
 
 
 def plot(run_dir: Path, task: str, seeds: list[int], out: Path) -> None:
@@ -135,7 +141,7 @@ def main(argv: list[str] | None = None) -> int:
               f"{100 * m['pair_ci95'][1]:.1f}] | {100 * m['a_share']:.1f} | {100 * m['flip_rate']:.1f} | "
               f"{100 * m['unparsed']:.1f} |")
     print()
-    print("| test | kind | seed | right only first | right only second | diff (points) | McNemar p |")
+    print("| test | kind | seed | right only first | right only second | diff (points) | p (test, clusters) |")
     print("|---|---|---|---:|---:|---:|---:|")
     for first, second, kind in tests:
         for seed in [*args.seeds, *(["pooled"] if len(args.seeds) > 1 else [])]:
@@ -145,7 +151,7 @@ def main(argv: list[str] | None = None) -> int:
             t = {"first": first, "second": second, "kind": kind, "seed": seed, **mcnemar(a, b)}
             report["tests"].append(t)
             print(f"| {first} vs {second} | {kind} | {seed} | {t['only_first']} | {t['only_second']} | "
-                  f"{100 * t['diff']:+.1f} | {t['p']:.3g} |")
+                  f"{100 * t['diff']:+.1f} | {t['p']:.3g} ({t['test']}, {t['clusters']} comparisons) |")
     if sorted(args.seeds) != [0, 1, 2]:
         report["note"] = (f"seeds {args.seeds} only: the pre-registered primary test pools seeds 0, 1 and 2; "
                           "these rows are per-seed results, not that test")
