@@ -111,6 +111,32 @@ def test_profiles_name_real_templates():
         assert cfg["template"] in TEMPLATES
 
 
+def test_the_cached_schema_is_what_llamafactory_says_and_a_bad_cache_is_read_again(tmp_path, monkeypatch):
+    """The argument check reads LlamaFactory's schema from a cache keyed by its, transformers' and Python's versions
+    (a dry run does not import the stack); the cache must equal a fresh read, and a corrupt or foreign file must
+    be replaced by one, not trusted."""
+    import json
+
+    from thinkj.train import config
+
+    monkeypatch.setenv("THINKJ_CACHE", str(tmp_path))
+    config.llamafactory_schema.cache_clear()
+    try:
+        fresh = config._read_schema()
+        assert config.llamafactory_schema() == json.loads(json.dumps(fresh))  # written on first use
+        path = tmp_path / "llamafactory_schema" / f"{config._schema_key()}.json"
+        assert json.loads(path.read_text()) == config.llamafactory_schema()
+        assert {"learning_rate", "template", "pref_ftx", "deepspeed"} <= set(fresh["keys"])
+        assert fresh["kinds"]["learning_rate"] == ["float", False] and "qwen" in fresh["templates"]
+        for bad in ("{not json", json.dumps({"keys": {}})):  # torn write; another layout
+            path.write_text(bad)
+            config.llamafactory_schema.cache_clear()
+            assert config.llamafactory_schema() == json.loads(json.dumps(fresh))
+            assert json.loads(path.read_text()) == json.loads(json.dumps(fresh))
+    finally:
+        config.llamafactory_schema.cache_clear()
+
+
 def test_unknown_key_names_its_source():
     with pytest.raises(ConfigError, match="learning_rat.*overrides"):
         build_config("judge_sft", "tiny", ["learning_rat=1e-6"])

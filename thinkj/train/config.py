@@ -64,23 +64,80 @@ def parse_overrides(items: Iterable[str], where: str = "override") -> dict[str, 
     return parse_key_values(items, where, yaml_scalar, error=ConfigError)
 
 
-def llamafactory_keys() -> dict[str, str]:
-    """Every argument LlamaFactory's training parser accepts -> the dataclass that defines it."""
+_ARGUMENT_CLASSES = ("ModelArguments", "DataArguments", "TrainingArguments", "FinetuningArguments",
+                     "GeneratingArguments")
+_KINDS = {"int": int, "float": float, "bool": bool}
+
+
+def _schema_key() -> str:
+    """What LlamaFactory's argument schema depends on: its version, transformers' (TrainingArguments builds on
+    Seq2SeqTrainingArguments) and Python's (how annotations resolve). Read from package metadata, no import."""
+    import sys
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        versions = [version("llamafactory"), version("transformers")]
+    except PackageNotFoundError as exc:
+        raise ConfigError(f"LlamaFactory's argument check needs {exc.name} installed (pip install -e '.[gpu]' on a "
+                          "cluster; scripts/setup_cpu_env.sh here)") from None
+    return "-".join(["lf" + versions[0], "tf" + versions[1], f"py{sys.version_info[0]}.{sys.version_info[1]}"])
+
+
+def _read_schema() -> dict[str, Any]:
+    """LlamaFactory's argument dataclasses and chat templates, read by importing it (about 10 s: torch,
+    transformers, datasets): every key -> its dataclass, the plain number/boolean keys -> (kind, nullable), the
+    template names."""
     from dataclasses import fields
 
-    from llamafactory.hparams import (
-        DataArguments,
-        FinetuningArguments,
-        GeneratingArguments,
-        ModelArguments,
-        TrainingArguments,
-    )
+    import llamafactory.hparams as hparams
+    from llamafactory.data.template import TEMPLATES
 
     keys: dict[str, str] = {}
-    for cls in (ModelArguments, DataArguments, TrainingArguments, FinetuningArguments, GeneratingArguments):
+    kinds: dict[str, list] = {}
+    for cls in (getattr(hparams, name) for name in _ARGUMENT_CLASSES):
         for f in fields(cls):
             keys.setdefault(f.name, cls.__name__)
-    return keys
+        try:
+            hints = typing.get_type_hints(cls)
+        except Exception:  # an annotation this Python cannot resolve: its keys keep only the name check
+            continue
+        for f in fields(cls):
+            hint = hints.get(f.name)
+            args = typing.get_args(hint) if isinstance(hint, types.UnionType) or typing.get_origin(hint) is typing.Union \
+                else (hint,)
+            plain = [a for a in args if a is not type(None)]
+            if len(plain) == 1 and plain[0] in (int, float, bool):
+                kinds.setdefault(f.name, [plain[0].__name__, len(plain) < len(args)])
+    return {"keys": keys, "kinds": kinds, "templates": sorted(TEMPLATES)}
+
+
+@functools.cache
+def llamafactory_schema() -> dict[str, Any]:
+    """:func:`_read_schema`, cached on disk under the cache root keyed by :func:`_schema_key`, so a dry run or a
+    config check does not import LlamaFactory's whole stack each time (the key changes with any version that could
+    change the schema; delete ``<cache>/llamafactory_schema`` to force a re-read)."""
+    import json
+
+    from thinkj.paths import cache_root
+
+    path = cache_root() / "llamafactory_schema" / f"{_schema_key()}.json"
+    try:
+        schema = json.loads(path.read_text())
+        if set(schema) == {"keys", "kinds", "templates"}:
+            return schema
+    except (OSError, ValueError):
+        pass  # absent or unreadable: read it from LlamaFactory and write it again
+    schema = _read_schema()
+    try:
+        write_text_atomic(path, json.dumps(schema, sort_keys=True))
+    except OSError:  # a read-only cache costs time, not correctness
+        pass
+    return schema
+
+
+def llamafactory_keys() -> dict[str, str]:
+    """Every argument LlamaFactory's training parser accepts -> the dataclass that defines it."""
+    return dict(llamafactory_schema()["keys"])
 
 
 def check_keys(config: dict[str, Any], sources: dict[str, str] | None = None) -> None:
@@ -92,33 +149,9 @@ def check_keys(config: dict[str, Any], sources: dict[str, str] | None = None) ->
         raise ConfigError(f"not LlamaFactory arguments: {where}")
 
 
-@functools.cache
 def llamafactory_kinds() -> dict[str, tuple[type, bool]]:
     """LlamaFactory arguments typed a plain number or boolean -> (int | float | bool, whether null is allowed)."""
-    from dataclasses import fields
-
-    from llamafactory.hparams import (
-        DataArguments,
-        FinetuningArguments,
-        GeneratingArguments,
-        ModelArguments,
-        TrainingArguments,
-    )
-
-    kinds: dict[str, tuple[type, bool]] = {}
-    for cls in (ModelArguments, DataArguments, TrainingArguments, FinetuningArguments, GeneratingArguments):
-        try:
-            hints = typing.get_type_hints(cls)
-        except Exception:  # an annotation this Python cannot resolve: its keys keep only the name check
-            continue
-        for f in fields(cls):
-            hint = hints.get(f.name)
-            args = typing.get_args(hint) if isinstance(hint, types.UnionType) or typing.get_origin(hint) is typing.Union \
-                else (hint,)
-            plain = [a for a in args if a is not type(None)]
-            if len(plain) == 1 and plain[0] in (int, float, bool):
-                kinds.setdefault(f.name, (plain[0], len(plain) < len(args)))
-    return kinds
+    return {key: (_KINDS[kind], nullable) for key, (kind, nullable) in llamafactory_schema()["kinds"].items()}
 
 
 # key -> (low, low_open, high, high_open): the range a value must lie in; None leaves that side open.
@@ -197,9 +230,7 @@ def check_values(config: dict[str, Any], sources: dict[str, str] | None = None) 
 
 def llamafactory_templates() -> list[str]:
     """The chat template names this LlamaFactory registers (``llamafactory.data.template.TEMPLATES``)."""
-    from llamafactory.data.template import TEMPLATES
-
-    return sorted(TEMPLATES)
+    return list(llamafactory_schema()["templates"])
 
 
 def check_template(config: dict[str, Any], sources: dict[str, str] | None = None) -> None:
