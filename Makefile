@@ -29,8 +29,9 @@ demo: env
 demo-tiny: env
 	$(VENV)/bin/thinkj run configs/recipes/tiny-cpu.yaml --set run_dir=$(TINY_RUN) --set seed=$(SEED) --set task_seed=$(SEED)
 
+# the ten slowest tests and the wall time close every run, so a slower suite shows in each CI log
 test: env
-	$(PY) -m pytest -q --durations=25 tests
+	@start=$$(date +%s); $(PY) -m pytest -q --durations=10 --durations-min=1 tests; rc=$$?; echo "make test: $$(( $$(date +%s) - start )) s of wall time (exit $$rc)"; exit $$rc
 
 lint: env
 	$(VENV)/bin/ruff check .

@@ -34,6 +34,7 @@ def test_both_commands_build_the_env_first() -> None:
         steps = _make_dry_run(target)
         assert steps[0] == "bash scripts/setup_cpu_env.sh", steps
         assert runs in steps[-1], steps
+    assert "--durations=10" in steps[-1] and "s of wall time" in steps[-1]  # every CI log ends with both
 
 
 def test_caches_and_outputs_are_ignored() -> None:
