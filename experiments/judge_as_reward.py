@@ -157,7 +157,7 @@ def evaluate_after(run: Path, model: str, base: str, items: list[dict[str, Any]]
 
 # ------------------------------------------------------------------------------------------------------ rewards
 def judge_kwargs(url: str, cache: Path | None, template: str) -> dict[str, Any]:
-    from thinkj.rewards.pairwise_group import PAIRWISE_GROUP_DEFAULTS
+    from thinkj.rewards.designs.pairwise_group import PAIRWISE_GROUP_DEFAULTS
 
     # a loaded CPU answers slowly: a long timeout, and few requests in flight at once
     return {**PAIRWISE_GROUP_DEFAULTS, "base_url": url, "max_tokens": 160, "concurrency": 8, "timeout_s": 900,
@@ -173,7 +173,7 @@ class RuleReward:
         self.facts = {it["prompt"]: fact_of_item(it) for it in items}
 
     def __call__(self, prompts: list, completions: list, **_: Any) -> list[float]:
-        from thinkj.rewards.group import completion_text
+        from thinkj.rewards.adapters.trl_group import completion_text
 
         return [float(states_fact(completion_text(c), self.facts[p[-1]["content"]])) for p, c in zip(prompts, completions)]
 
@@ -197,7 +197,7 @@ class StepLog:
         self.last_call = time.time()
 
     def __call__(self, prompts: list, completions: list, **_: Any) -> list[float]:
-        from thinkj.rewards.group import completion_text
+        from thinkj.rewards.adapters.trl_group import completion_text
         from thinkj.rewards.presets import run_sync
 
         self.step += 1
@@ -224,7 +224,7 @@ class StepLog:
 
     async def _agreement(self, prompts: list, texts: list[str], groups: dict[str, list[int]],
                          ok: list[bool]) -> dict[str, Any]:
-        from thinkj.rewards.pairwise_group import HttpPairJudge, compare
+        from thinkj.rewards.designs.pairwise_group import HttpPairJudge, compare
 
         agree = disagree = tie = flipped = extra = 0
         hacks = []
@@ -259,7 +259,7 @@ class StepLog:
 
 
 def _timed_group_reward(kw: dict[str, Any]) -> Any:
-    from thinkj.rewards.group import TRLGroupReward
+    from thinkj.rewards.adapters.trl_group import TRLGroupReward
 
     class TimedGroupReward(TRLGroupReward):
         """``thinkj_pairwise`` as users run it, plus the wall time of its last call (judge time per step)."""

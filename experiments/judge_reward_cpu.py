@@ -210,7 +210,7 @@ def serve(model: str, log_path: Path):
 
 
 def judge_kwargs(url: str) -> dict[str, Any]:
-    from thinkj.rewards.pairwise_group import PAIRWISE_GROUP_DEFAULTS
+    from thinkj.rewards.designs.pairwise_group import PAIRWISE_GROUP_DEFAULTS
 
     return {**PAIRWISE_GROUP_DEFAULTS, "base_url": url, "max_tokens": 160, "concurrency": 8, "timeout_s": 300,
             "api_key_env": None}
@@ -220,7 +220,7 @@ def check_judge(out: Path, url: str) -> dict[str, Any]:
     """Held-out judge accuracy in both orders (a pair is right when both orders pick the better answer)."""
     import asyncio
 
-    from thinkj.rewards.pairwise_group import HttpPairJudge, compare
+    from thinkj.rewards.designs.pairwise_group import HttpPairJudge, compare
 
     stage = out / "judge_check"
     if (rec := _done(stage)) is not None:
@@ -270,7 +270,7 @@ class RuleMetric:
         self.by_prompt = {it["prompt"]: it for it in items}
 
     def __call__(self, prompts: list, completions: list, **_: Any) -> list[float]:
-        from thinkj.rewards.group import completion_text
+        from thinkj.rewards.adapters.trl_group import completion_text
 
         return [float(rule_ok(completion_text(c), self.by_prompt[p[-1]["content"]])) for p, c in zip(prompts, completions)]
 
@@ -281,7 +281,7 @@ def grpo(out: Path, base: str, url: str, steps: int, seed: int) -> dict[str, Any
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     from thinkj.online.trl_compat import fix_trl_availability_flags
-    from thinkj.rewards.group import TRLGroupReward
+    from thinkj.rewards.adapters.trl_group import TRLGroupReward
 
     stage = out / "grpo"
     if (rec := _done(stage)) is not None:
@@ -321,7 +321,7 @@ def grpo(out: Path, base: str, url: str, steps: int, seed: int) -> dict[str, Any
 def evaluate(out: Path, base: str, trained: str, url: str) -> dict[str, Any]:
     import asyncio
 
-    from thinkj.rewards.pairwise_group import HttpPairJudge, compare
+    from thinkj.rewards.designs.pairwise_group import HttpPairJudge, compare
 
     stage = out / "evaluate"
     if (rec := _done(stage)) is not None:

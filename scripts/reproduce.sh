@@ -10,9 +10,9 @@
 #   SEED=1 bash scripts/reproduce.sh                        # another seed: a new run in runs/<MODEL_PROFILE>_seed1
 #
 # A recipe (configs/recipes/*.yaml) holds a model's settings; each value comes from, last one winning: the
-# default < the recipe < the environment variable of its upper-case name < --set (thinkj/run_settings.py).
+# default < the recipe < the environment variable of its upper-case name < --set (thinkj/pipeline/settings.py).
 # Settings (recipe keys in lower case, environment variables in upper case; empty = default), each with its
-# default and why, declared once in thinkj/run_settings.py:   python -m thinkj.pipeline --print-env
+# default and why, declared once in thinkj/pipeline/settings.py:   python -m thinkj.pipeline --print-env
 # SEED reaches every seeded stage: difficulty (--seed), judge/critic SFT and DPO (LlamaFactory seed=), the
 # offline pairs (--seed), verl (data.seed, rollout.seed, actor/critic data_loader_seed) and evaluation (--seed).
 # Unset, each stage keeps its own default (difficulty 0, LlamaFactory 42, verl's null/42/42, pairs 0, eval 0),
@@ -20,7 +20,7 @@
 # stops the run naming SEED; with the default RUN_DIR a seeded run goes to runs/<MODEL_PROFILE>_seed<SEED>.
 # A variable that looks like a setting but is none (W_STRR, any unknown W_*, w_str, BENCHMARK) is refused with
 # "did you mean ...?" instead of being ignored; a reward weight must be a finite number >= 0.
-# The stage list lives in thinkj/pipeline.py; this script only picks the interpreter.
+# The stage list lives in thinkj/pipeline/plan.py; this script only picks the interpreter.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=${PYTHON:-$( [ -x .venv/bin/python ] && echo .venv/bin/python || echo python )}

@@ -13,7 +13,7 @@
 #   bash scripts/reproduce_cpu.sh --set task_train=128   # any setting by --set, as for `thinkj run`
 #
 # It is `thinkj run configs/recipes/${CPU_MODEL}-cpu.yaml` (CPU_MODEL: smollm2 [default] | tiny) with this
-# checkout's Python and caches. The recipe's run prepares everything itself (thinkj/pipeline_prep.py): the model
+# checkout's Python and caches. The recipe's run prepares everything itself (thinkj/pipeline/prep.py): the model
 # (SmolLM2 fetched into the cache; the tiny one built in the run folder by a `model` stage), the generated task
 # (a `task` stage: TRAIN_SOURCE=pairs and the `synthetic` benchmark), the scripted R1 teacher on a free 127.0.0.1 port
 # while the traces stage runs. Settings read from the environment as before, now pipeline settings:

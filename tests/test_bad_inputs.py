@@ -179,7 +179,7 @@ def _entry(kind: str, argv: list[str]):
         sys.argv = ["thinkj", *argv]
         return lambda: run_typer(app)
     if kind == "pipeline":
-        from thinkj.pipeline import main
+        from thinkj.pipeline.run import main
         return lambda: main(argv)
     module = {"difficulty": "data_prep.difficulty", "dedup": "data_prep.dedup"}[kind]
     import importlib

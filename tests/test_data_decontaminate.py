@@ -219,12 +219,14 @@ def test_pipeline_stage_checks_the_run_benchmarks_and_records_their_data(tmp_pat
     import sys
     from pathlib import Path
 
-    from thinkj import stage_runner
-    from thinkj.pipeline import REDO_HINT, _step, plan, settings
+    from thinkj.pipeline import stage_runner
+    from thinkj.pipeline.plan import plan
+    from thinkj.pipeline.run import REDO_HINT, _step
+    from thinkj.pipeline.settings import env_settings
 
     against = _against()
     data = " ".join(against)
-    s = settings({"RUN_DIR": str(tmp_path / "run"), "BENCHMARKS": "autoj rmbench", "BENCHMARK_DATA": data,
+    s = env_settings({"RUN_DIR": str(tmp_path / "run"), "BENCHMARKS": "autoj rmbench", "BENCHMARK_DATA": data,
                   "DECONTAM_ENCODER": "none", "DRY_RUN": "1"})
     stages = {st.name: st for st in plan(s)}
     stage = stages["decontaminate"]
@@ -251,27 +253,29 @@ def test_pipeline_stage_checks_the_run_benchmarks_and_records_their_data(tmp_pat
 def test_pipeline_reuses_the_stage_for_fewer_benchmarks_and_refuses_a_new_one(tmp_path):
     """A rerun that evaluates a subset of the checked benchmarks keeps the stage (and the teacher traces after it);
     one that adds a benchmark stops, naming what the data was checked against: it was never checked against it."""
-    from thinkj.pipeline import is_done, plan, settings, write_record
+    from thinkj.pipeline.plan import plan
+    from thinkj.pipeline.run import is_done, write_record
+    from thinkj.pipeline.settings import env_settings
 
     against = _against()
     run = {"RUN_DIR": str(tmp_path / "run"), "DECONTAM_ENCODER": "none", "DRY_RUN": "1"}
-    first = {st.name: st for st in plan(settings({**run, "BENCHMARKS": "autoj rmbench",
+    first = {st.name: st for st in plan(env_settings({**run, "BENCHMARKS": "autoj rmbench",
                                                   "BENCHMARK_DATA": " ".join(against)}))}
     for name in ("load", "difficulty", "dedup", "decontaminate", "traces"):
         first[name].output.parent.mkdir(parents=True, exist_ok=True)
         first[name].output.write_text("{}\n")
         write_record(first[name])
-    fewer = {st.name: st for st in plan(settings({**run, "BENCHMARKS": "autoj", "BENCHMARK_DATA": against[0]}))}
+    fewer = {st.name: st for st in plan(env_settings({**run, "BENCHMARKS": "autoj", "BENCHMARK_DATA": against[0]}))}
     assert fewer["decontaminate"].argv == first["decontaminate"].argv
     assert is_done(fewer["decontaminate"]) and is_done(fewer["traces"])
-    more = {st.name: st for st in plan(settings({**run, "BENCHMARKS": "autoj rmbench synthetic",
+    more = {st.name: st for st in plan(env_settings({**run, "BENCHMARKS": "autoj rmbench synthetic",
                                                  "BENCHMARK_DATA": " ".join(against) + f" synthetic={tmp_path}/t.jsonl"}))}
     with pytest.raises(ThinkJError, match="stage decontaminate was done with other settings .DECONTAM_AGAINST="):
         is_done(more["decontaminate"])
-    report = {st.name: st for st in plan(settings({**run, "DECONTAMINATE": "report", "BENCHMARKS": "autoj",
+    report = {st.name: st for st in plan(env_settings({**run, "DECONTAMINATE": "report", "BENCHMARKS": "autoj",
                                                    "BENCHMARK_DATA": against[0]}))}
     assert report["decontaminate"].argv[-1] == "--report-only"  # the CPU rehearsal's fruit task: report, keep all
-    from thinkj.pipeline import validate
+    from thinkj.pipeline.plan import validate
 
     with pytest.raises(ThinkJError, match="DECONTAMINATE='keep': must be one of drop, report"):
-        validate(settings({**run, "DECONTAMINATE": "keep"}))
+        validate(env_settings({**run, "DECONTAMINATE": "keep"}))

@@ -80,10 +80,11 @@ def test_difficulty_on_two_devices_merges_in_order_and_resumes_a_failed_shard(tm
 
 
 def test_the_pipeline_runs_its_inference_stages_on_every_gpu_of_the_node(tmp_path):
-    from thinkj.pipeline import plan, settings
+    from thinkj.pipeline.plan import plan
+    from thinkj.pipeline.settings import env_settings
 
     def workers(**env):
-        stages = plan(settings({"RUN_DIR": str(tmp_path), **env}))
+        stages = plan(env_settings({"RUN_DIR": str(tmp_path), **env}))
         return {st.name: st.argv[st.argv.index("--data-parallel") + 1] for st in stages if "--data-parallel" in st.argv}
 
     assert workers() == {"difficulty": "8", "eval_rewardbench": "8", "eval_rmbench": "8", "eval_autoj": "8"}

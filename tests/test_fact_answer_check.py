@@ -44,7 +44,7 @@ def test_the_task_own_answers_pass_and_its_bad_kinds_fail():
 
 
 def test_position_constant_judge_gives_ties_through_thinkj_pairwise():
-    from thinkj.rewards.group import get_group_reward
+    from thinkj.rewards.adapters.trl_group import get_group_reward
 
     with pytest.raises(ThinkJError, match="always"):
         TeacherConfig(always="c")

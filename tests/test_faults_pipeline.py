@@ -19,7 +19,9 @@ from test_pipeline_done import _finish, _kinds, _pipeline
 from test_reproduce import ROOT, dry_run
 
 from thinkj.errors import ThinkJError
-from thinkj.pipeline import check_names, is_done, plan, settings
+from thinkj.pipeline.plan import plan
+from thinkj.pipeline.run import is_done
+from thinkj.pipeline.settings import check_names, env_settings
 
 
 def _refused(tmp_path: Path, **env: str) -> str:
@@ -82,10 +84,10 @@ def test_difficulty_budget_reaches_the_command_and_its_record(tmp_path):
     assert _budget(_difficulty_argv(dry_run("reproduce_qwen2.5-7b.sh", tmp_path,
                                             DIFFICULTY_MAX_NEW_TOKENS="512"))) == "512"
     base = {"RUN_DIR": str(tmp_path), "REWARD_PRESET": "thinkj_qwen"}
-    _finish(plan(settings(base)), upto="difficulty")
+    _finish(plan(env_settings(base)), upto="difficulty")
     record = json.loads((tmp_path / "data" / "difficulty" / "difficulty.done.json").read_text())
     assert record["settings"]["DIFFICULTY_MAX_NEW_TOKENS"] == "" and _budget(record["argv"]) == "4096"
-    difficulty = next(s for s in plan(settings({**base, "DIFFICULTY_MAX_NEW_TOKENS": "512"})) if s.name == "difficulty")
+    difficulty = next(s for s in plan(env_settings({**base, "DIFFICULTY_MAX_NEW_TOKENS": "512"})) if s.name == "difficulty")
     with pytest.raises(ThinkJError, match="DIFFICULTY_MAX_NEW_TOKENS='' then, '512' now"):
         is_done(difficulty)
 
@@ -124,7 +126,7 @@ def test_a_source_changed_in_place_is_not_reused(tmp_path):
 
 def test_changed_intermediate_output_stops_the_stage_that_read_it(tmp_path):
     base = {"RUN_DIR": str(tmp_path), "REWARD_PRESET": "thinkj_qwen"}
-    stages = plan(settings(base))
+    stages = plan(env_settings(base))
     _finish(stages, upto="dedup")
     assert set(_kinds(dry_run("reproduce_qwen2.5-7b.sh", tmp_path)[:3]).values()) == {"skip"}
     source = tmp_path / "data" / "source.jsonl"
@@ -144,16 +146,16 @@ def test_an_edited_model_profile_is_another_input(tmp_path, monkeypatch):
     shutil.copytree(ROOT / "configs", configs)
     monkeypatch.setattr(pipeline_profiles, "CONFIGS", configs)  # where profiles and engine configs are read
     base = {"RUN_DIR": str(tmp_path / "run"), "REWARD_PRESET": "thinkj_qwen"}
-    _finish(plan(settings(base)), upto="difficulty")
-    assert is_done(next(s for s in plan(settings(base)) if s.name == "difficulty"))
+    _finish(plan(env_settings(base)), upto="difficulty")
+    assert is_done(next(s for s in plan(env_settings(base)) if s.name == "difficulty"))
     profile = configs / "models" / "qwen2.5-7b-instruct.yaml"
     profile.write_text(profile.read_text().replace("max_new_tokens: 4096", "max_new_tokens: 2048"))
     with pytest.raises(ThinkJError, match="qwen2.5-7b-instruct.yaml sha256:"):
-        is_done(next(s for s in plan(settings(base)) if s.name == "difficulty"))
+        is_done(next(s for s in plan(env_settings(base)) if s.name == "difficulty"))
 
 
 def test_a_record_from_before_input_fingerprints_is_judged_on_its_settings(tmp_path):
-    stages = plan(settings({"RUN_DIR": str(tmp_path), "REWARD_PRESET": "thinkj_qwen"}))
+    stages = plan(env_settings({"RUN_DIR": str(tmp_path), "REWARD_PRESET": "thinkj_qwen"}))
     _finish(stages)
     for stage in stages:
         record = json.loads(stage.record.read_text())

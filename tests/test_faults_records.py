@@ -214,13 +214,15 @@ def test_bad_setting_is_one_line(case, tmp_path, monkeypatch, capsys):
 
 def test_pipeline_settings_are_read_without_spaces_and_named_once():
     from thinkj.errors import ThinkJError
-    from thinkj.pipeline import online_folder, settings, validate
+    from thinkj.pipeline.learn import online_folder
+    from thinkj.pipeline.plan import validate
+    from thinkj.pipeline.settings import env_settings
 
-    s = settings({"W_STR": " 0.5", "RUN_DIR": "runs/x"})
+    s = env_settings({"W_STR": " 0.5", "RUN_DIR": "runs/x"})
     validate(s)
     assert s["W_STR"] == "0.5" and online_folder(s) == "online_grpo_thinkj_qwen_w_str0.5"
     with pytest.raises(ThinkJError, match=r"^BENCHMARKS='rewardbench rewardbench': rewardbench named more than once"):
-        validate(settings({"BENCHMARKS": "rewardbench rewardbench", "RUN_DIR": "runs/x"}))
+        validate(env_settings({"BENCHMARKS": "rewardbench rewardbench", "RUN_DIR": "runs/x"}))
 
 
 def test_sweep_done_without_its_results_runs_its_steps_again(tmp_path, monkeypatch, capsys):
@@ -280,7 +282,7 @@ def _trainer() -> SimpleNamespace:
 @pytest.mark.parametrize("preset, gold", [("competition", float("nan")), ("multi_objective", [float("nan"), 2]),
                                           ("xml_judge", None)])
 def test_trl_preset_adapter_counts_bad_gold_in_the_step_metrics(preset, gold):
-    from thinkj.rewards.trl import TRLPresetReward
+    from thinkj.rewards.adapters.trl import TRLPresetReward
 
     reward, trainer = TRLPresetReward(preset), _trainer()
     reward.bind_trainer(trainer)
@@ -291,7 +293,7 @@ def test_trl_preset_adapter_counts_bad_gold_in_the_step_metrics(preset, gold):
 
 def test_trl_judge_adapters_count_bad_gold_in_the_step_metrics():
     from thinkj.online.trl_grpo import RecordingReward
-    from thinkj.rewards.trl import TRLReward
+    from thinkj.rewards.adapters.trl import TRLReward
 
     text = "<think>x</think>Therefore, Response (a) is better, and the preference strength is [[2]]."
     for reward in (TRLReward("thinkj_qwen"), RecordingReward("thinkj_qwen")):

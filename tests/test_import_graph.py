@@ -144,15 +144,16 @@ def test_rewards_are_registered_only_by_the_registry():
     assert set(callers) == {"thinkj.rewards.registry"}
 
 
-@pytest.mark.parametrize("first", ["thinkj.rewards.presets", "thinkj.rewards.xml_judge", "thinkj.rewards.group",
-                                   "thinkj.rewards.trl", "thinkj.rewards.verl", "thinkj.rewards.judge"])
+@pytest.mark.parametrize("first", ["thinkj.rewards.presets", "thinkj.rewards.designs.xml_judge",
+                                   "thinkj.rewards.adapters.trl_group", "thinkj.rewards.adapters.trl",
+                                   "thinkj.rewards.adapters.verl", "thinkj.rewards.designs.judge"])
 def test_every_reward_is_found_whichever_module_is_imported_first(first):
     from thinkj.rewards.registry import GROUP_REWARDS, PRESETS
 
     code = (f"import {first}\n"
             "import json\n"
             "from thinkj.rewards import get_preset\n"
-            "from thinkj.rewards.group import get_group_reward\n"
+            "from thinkj.rewards.adapters.trl_group import get_group_reward\n"
             f"presets = {sorted(PRESETS)!r}\n"
             f"groups = {sorted(GROUP_REWARDS)!r}\n"
             "print(json.dumps([[get_preset(n).name for n in presets], [get_group_reward(n).name for n in groups]]))")

@@ -16,10 +16,10 @@ from aiohttp import web
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from thinkj.rewards.grm import listwise_messages, map_score, parse_listwise_scores
-from thinkj.rewards.group import TRLGroupReward, get_group_reward
-from thinkj.rewards.judge_http import JudgeUnavailableError
-from thinkj.rewards.pairwise_rm import PAIRWISE_KEYS, REFERENCE_KEYS, reference_score, signed_preference
+from thinkj.rewards.adapters.trl_group import TRLGroupReward, get_group_reward
+from thinkj.rewards.designs.grm import listwise_messages, map_score, parse_listwise_scores
+from thinkj.rewards.designs.judge_http import JudgeUnavailableError
+from thinkj.rewards.designs.pairwise_rm import PAIRWISE_KEYS, REFERENCE_KEYS, reference_score, signed_preference
 
 _GRM_BLOCK = re.compile(r"\[Response (\d+)\]\n(.*?)\n\[End of Response \1\]", re.DOTALL)
 _PAIR_BLOCK = re.compile(r"\[Response \(([ab])\)\]\n(.*?)\n\[End of Response \(\1\)\]", re.DOTALL)
@@ -188,7 +188,7 @@ def test_through_verl_reward_managers(judge_server, tiny_model_dir):
     from verl.experimental.reward_loop.reward_manager.naive import NaiveRewardManager
     from verl.trainer.ppo.reward import get_custom_reward_fn
 
-    from thinkj.rewards.verl_group import GroupRewardManager
+    from thinkj.rewards.adapters.verl_group import GroupRewardManager
 
     _, url = judge_server
     tok = AutoTokenizer.from_pretrained(tiny_model_dir)
@@ -196,7 +196,7 @@ def test_through_verl_reward_managers(judge_server, tiny_model_dir):
         def cfg(*extra):
             return compose("ppo_trainer", overrides=[f"actor_rollout_ref.model.path={tiny_model_dir}",
                                                      "actor_rollout_ref.rollout.name=vllm", *extra])
-        ref_cfg = cfg("reward.custom_reward_function.path=pkg://thinkj.rewards.pairwise_rm",
+        ref_cfg = cfg("reward.custom_reward_function.path=pkg://thinkj.rewards.designs.pairwise_rm",
                       f"+reward.custom_reward_function.reward_kwargs.base_url={url}",
                       "+reward.custom_reward_function.reward_kwargs.backoff_s=0.01")
         split_cfg = cfg("+reward.custom_reward_function.reward_kwargs.group_preset=grm_listwise")  # 8 workers

@@ -8,7 +8,7 @@ import pytest
 
 from thinkj.online.curves import CurveError, load_metrics, pick, plot_curves
 from thinkj.records import read_jsonl, write_jsonl
-from thinkj.rewards.verl import compute_score
+from thinkj.rewards.adapters.verl import compute_score
 from thinkj.synthetic.fruit_task import make_pairs
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"

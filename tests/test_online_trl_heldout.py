@@ -12,7 +12,7 @@ import pytest
 from test_verl_cpu_validation import recompute_stats
 
 from thinkj.records import read_jsonl, write_jsonl
-from thinkj.rewards.verl import compute_score
+from thinkj.rewards.adapters.verl import compute_score
 from thinkj.synthetic.fruit_task import make_pairs
 
 METRICS = ("acc", "acc_original", "acc_swapped", "pair_acc", "a_share")

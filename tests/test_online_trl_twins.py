@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from thinkj.records import read_jsonl, write_jsonl
-from thinkj.rewards.twins import consistency_terms
-from thinkj.rewards.verl import compute_score
+from thinkj.rewards.adapters.verl import compute_score
+from thinkj.rewards.designs.twins import consistency_terms
 from thinkj.synthetic.fruit_task import make_pairs
 
 

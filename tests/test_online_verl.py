@@ -16,7 +16,7 @@ import torch
 
 from thinkj.online.verl_launch import CONFIG_DIR, LaunchError, VerlLaunch, build_command, check_override
 from thinkj.prompts import judge_output
-from thinkj.rewards.verl import compute_score
+from thinkj.rewards.adapters.verl import compute_score
 from thinkj.rewards.weights import RewardWeightError
 from thinkj.synthetic.fruit_task import make_pairs
 
@@ -140,7 +140,7 @@ def test_old_top_level_reward_keys_are_ignored_by_verl_and_absent_from_our_files
 
     # why the rule exists: verl 0.9 composes the old key without complaint and then never reads it
     old = _compose("grpo", [f"actor_rollout_ref.model.path={tiny_model_dir}", "reward.custom_reward_function.path=null",
-                            "custom_reward_function.path=pkg://thinkj.rewards.verl"])
+                            "custom_reward_function.path=pkg://thinkj.rewards.adapters.verl"])
     assert get_custom_reward_fn(old) is None
 
     legacy = re.compile(r"(?<![\w.])(custom_reward_function\.|reward_model\.reward_manager)")
@@ -159,7 +159,7 @@ def test_old_top_level_reward_keys_are_ignored_by_verl_and_absent_from_our_files
             top = OmegaConf.load(path)
             assert "custom_reward_function" not in top and "reward_model" not in top, path
     with pytest.raises(LaunchError, match="old top-level reward key"):
-        check_override("custom_reward_function.path=pkg://thinkj.rewards.verl")
+        check_override("custom_reward_function.path=pkg://thinkj.rewards.adapters.verl")
     with pytest.raises(LaunchError, match="old top-level reward key"):
         check_override("+reward_model.reward_manager=naive")
 
@@ -180,7 +180,7 @@ def test_launcher_command_is_accepted_by_verls_entry_point(tiny_model_dir, tmp_p
 
     cfg = OmegaConf.create(stdout[stdout.index("actor_rollout_ref:"):])
     assert cfg.algorithm.adv_estimator == "reinforce_plus_plus" and cfg.trainer.total_epochs == 2
-    assert cfg.reward.custom_reward_function.path == "pkg://thinkj.rewards.verl"
+    assert cfg.reward.custom_reward_function.path == "pkg://thinkj.rewards.adapters.verl"
     assert dict(cfg.reward.custom_reward_function.reward_kwargs) == {"preset": "thinkj_llama", "w_str": 0.2}
     with pytest.raises(RewardWeightError, match="no weight"):  # the one weight rule (thinkj.rewards.weights)
         build_command(VerlLaunch(algo="grpo", model="m", train_files="t", weights={"w_margin": 1.0}))

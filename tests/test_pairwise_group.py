@@ -1,4 +1,4 @@
-"""Group rewards from pairwise verdicts (thinkj.rewards.pairwise_group) on scripted verdicts, rewards worked by hand:
+"""Group rewards from pairwise verdicts (thinkj.rewards.designs.pairwise_group) on scripted verdicts, rewards worked by hand:
 both orders, flips as ties, unparsed answers, failures, strength weights, anchors, knockout, Bradley-Terry, cost."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ import asyncio
 
 import pytest
 
-from thinkj.rewards.pairwise_group import (
+from thinkj.rewards.designs.pairwise_group import (
     REF,
     OrderVerdict,
     bradley_terry,

@@ -13,9 +13,9 @@ from pathlib import Path
 import pytest
 from scripted_judge import free_port, serve_judge
 
-from thinkj.rewards.group import TRLGroupReward, get_group_reward
-from thinkj.rewards.judge_http import JudgeUnavailableError
-from thinkj.rewards.pairwise_group import PAIRWISE_GROUP_KEYS, judge_calls
+from thinkj.rewards.adapters.trl_group import TRLGroupReward, get_group_reward
+from thinkj.rewards.designs.judge_http import JudgeUnavailableError
+from thinkj.rewards.designs.pairwise_group import PAIRWISE_GROUP_KEYS, judge_calls
 
 ROOT = Path(__file__).resolve().parent.parent
 FAST = {"retries": 1, "backoff_s": 0.01, "timeout_s": 10}
@@ -164,7 +164,7 @@ def test_verl_reward_loop_with_the_served_judge(judge_server, tiny_model_dir):
             return compose("ppo_trainer", overrides=[
                 f"actor_rollout_ref.model.path={tiny_model_dir}", "actor_rollout_ref.rollout.name=vllm",
                 "reward.num_workers=1", "actor_rollout_ref.rollout.n=4", "reward.reward_manager.source=importlib",
-                "reward.reward_manager.module.path=pkg://thinkj.rewards.verl_group",
+                "reward.reward_manager.module.path=pkg://thinkj.rewards.adapters.verl_group",
                 "reward.reward_manager.name=GroupRewardManager",
                 "+reward.custom_reward_function.reward_kwargs.group_preset=thinkj_pairwise",
                 f"+reward.custom_reward_function.reward_kwargs.scheme={scheme}",

@@ -15,7 +15,9 @@ from pathlib import Path
 
 from test_reproduce import ROOT, dry_run
 
-from thinkj.pipeline import plan, settings, write_record
+from thinkj.pipeline.plan import plan
+from thinkj.pipeline.run import write_record
+from thinkj.pipeline.settings import env_settings
 
 
 def _finish(stages, upto: str | None = None) -> None:
@@ -36,7 +38,7 @@ def _kinds(printed) -> dict[str, str]:
 
 
 def test_outputs_without_records_are_not_done(tmp_path):
-    stages = plan(settings({"RUN_DIR": str(tmp_path), "REWARD_PRESET": "thinkj_qwen"}))
+    stages = plan(env_settings({"RUN_DIR": str(tmp_path), "REWARD_PRESET": "thinkj_qwen"}))
     for stage in stages:  # every output file there, as a killed run leaves them -- but no record
         target = stage.output if stage.output.suffix else stage.output / "x"
         target.parent.mkdir(parents=True, exist_ok=True)
@@ -46,7 +48,7 @@ def test_outputs_without_records_are_not_done(tmp_path):
 
 
 def test_killed_online_stage_is_not_done(tmp_path):
-    stages = plan(settings({"RUN_DIR": str(tmp_path), "REWARD_PRESET": "thinkj_qwen"}))
+    stages = plan(env_settings({"RUN_DIR": str(tmp_path), "REWARD_PRESET": "thinkj_qwen"}))
     _finish(stages, upto="judge_sft")
     online = next(s for s in stages if s.name == "online")
     marker = online.output / "latest_checkpointed_iteration.txt"  # what verl writes at its step-50 save
@@ -58,7 +60,7 @@ def test_killed_online_stage_is_not_done(tmp_path):
 
 
 def test_changed_weight_makes_a_new_online_run(tmp_path):
-    default = plan(settings({"RUN_DIR": str(tmp_path), "REWARD_PRESET": "thinkj_qwen"}))
+    default = plan(env_settings({"RUN_DIR": str(tmp_path), "REWARD_PRESET": "thinkj_qwen"}))
     _finish(default)
     kinds = _kinds(dry_run("reproduce_qwen2.5-7b.sh", tmp_path))
     # the tables stage always runs: it reads every run's results under <RUN_DIR>/eval (seconds)
@@ -107,7 +109,7 @@ def test_failed_stage_is_named_with_its_log_and_other_settings_are_refused(tmp_p
 
 
 def test_switching_to_offline_reuses_the_shared_stages(tmp_path):
-    _finish(plan(settings({"RUN_DIR": str(tmp_path), "REWARD_PRESET": "thinkj_qwen"})))
+    _finish(plan(env_settings({"RUN_DIR": str(tmp_path), "REWARD_PRESET": "thinkj_qwen"})))
     kinds = _kinds(dry_run("reproduce_qwen2.5-7b.sh", tmp_path, LEARNING="offline"))
     assert [n for n, k in kinds.items() if k == "skip"] == ["load", "difficulty", "dedup", "decontaminate", "traces",
                                                             "clip", "seed_set", "judge_sft"]

@@ -12,7 +12,9 @@ from test_reproduce import dry_run
 
 from thinkj.errors import ThinkJError
 from thinkj.online.verl_launch import SEED_KEYS, VerlLaunch, build_command
-from thinkj.pipeline import is_done, plan, settings, validate
+from thinkj.pipeline.plan import plan, validate
+from thinkj.pipeline.run import is_done
+from thinkj.pipeline.settings import env_settings
 
 SEEDED = ("difficulty", "judge_sft", "critic_sft", "offline", "online", "eval_rewardbench", "eval_rmbench", "eval_autoj")
 
@@ -50,7 +52,7 @@ def test_unset_seed_passes_nothing_and_keeps_old_records_done(tmp_path):
     """Without SEED the commands are those of runs made before it existed, and their records still count."""
     printed = dry_run("reproduce_qwen2.5-7b.sh", tmp_path)
     assert all(_seed_args(name, argv) == [] for _, name, argv in printed)
-    stages = plan(settings({"RUN_DIR": str(tmp_path), "REWARD_PRESET": "thinkj_qwen"}))
+    stages = plan(env_settings({"RUN_DIR": str(tmp_path), "REWARD_PRESET": "thinkj_qwen"}))
     _finish(stages)
     for stage in stages:  # a record written before SEED existed has no SEED key at all
         record = json.loads(stage.record.read_text())
@@ -62,7 +64,7 @@ def test_unset_seed_passes_nothing_and_keeps_old_records_done(tmp_path):
 
 def test_changing_seed_never_reuses_a_finished_stage(tmp_path):
     base = {"RUN_DIR": str(tmp_path), "REWARD_PRESET": "thinkj_qwen"}
-    unseeded, seeded = plan(settings(base)), plan(settings({**base, "SEED": "3"}))
+    unseeded, seeded = plan(env_settings(base)), plan(env_settings({**base, "SEED": "3"}))
     for before, after in zip(unseeded, seeded):
         # from the first seeded stage on, every stage depends on the seed (later stages through earlier ones); the
         # tables stage reads every run's results under RUN_DIR/eval, whatever their seed, and always runs
@@ -72,22 +74,22 @@ def test_changing_seed_never_reuses_a_finished_stage(tmp_path):
     difficulty = next(s for s in seeded if s.name == "difficulty")
     with pytest.raises(ThinkJError, match="SEED='' then, '3' now"):
         is_done(difficulty)
-    _finish(plan(settings({**base, "RUN_DIR": str(tmp_path / "s1"), "SEED": "1"})))
+    _finish(plan(env_settings({**base, "RUN_DIR": str(tmp_path / "s1"), "SEED": "1"})))
     with pytest.raises(ThinkJError, match="SEED='1' then, '2' now"):
-        is_done(next(s for s in plan(settings({**base, "RUN_DIR": str(tmp_path / "s1"), "SEED": "2"}))
+        is_done(next(s for s in plan(env_settings({**base, "RUN_DIR": str(tmp_path / "s1"), "SEED": "2"}))
                      if s.name == "judge_sft"))
 
 
 def test_default_run_folder_names_the_seed():
-    assert settings({})["RUN_DIR"] == "runs/qwen2.5-7b-instruct"
-    assert settings({"SEED": "3"})["RUN_DIR"] == "runs/qwen2.5-7b-instruct_seed3"
-    assert settings({"SEED": "3", "RUN_DIR": "/scratch/x"})["RUN_DIR"] == "/scratch/x"  # an explicit one is kept
+    assert env_settings({})["RUN_DIR"] == "runs/qwen2.5-7b-instruct"
+    assert env_settings({"SEED": "3"})["RUN_DIR"] == "runs/qwen2.5-7b-instruct_seed3"
+    assert env_settings({"SEED": "3", "RUN_DIR": "/scratch/x"})["RUN_DIR"] == "/scratch/x"  # an explicit one is kept
 
 
 @pytest.mark.parametrize("bad", ["-1", "x", "1.5", str(2**32)])
 def test_bad_seed_fails_in_one_line(bad):
     with pytest.raises(ThinkJError, match=f"SEED={bad!r}: must be a whole number"):
-        validate(settings({"SEED": bad}))
+        validate(env_settings({"SEED": bad}))
 
 
 def test_verl_seed_keys_exist_in_verls_config_and_take_the_seed(tmp_path):

@@ -32,11 +32,12 @@ def test_several_gpu_nodes_without_a_cluster_are_refused_in_one_line(monkeypatch
 
 
 def test_pipeline_refuses_two_nodes_without_a_cluster_before_stage_one(monkeypatch, tmp_path):
-    from thinkj.pipeline import run_pipeline, settings
+    from thinkj.pipeline.run import run_pipeline
+    from thinkj.pipeline.settings import env_settings
 
     monkeypatch.delenv("RAY_ADDRESS", raising=False)
     monkeypatch.setenv("THINKJ_TEST_TEACHER_KEY", "x")
-    s = settings({"RUN_DIR": str(tmp_path / "run"), "NNODES": "2", "TEACHER_KEY_ENV": "THINKJ_TEST_TEACHER_KEY",
+    s = env_settings({"RUN_DIR": str(tmp_path / "run"), "NNODES": "2", "TEACHER_KEY_ENV": "THINKJ_TEST_TEACHER_KEY",
                   "MODEL_PROFILE": "tiny"})
     with pytest.raises(ThinkJError, match="verl on several nodes joins a Ray cluster"):
         run_pipeline(s)

@@ -18,7 +18,7 @@ import pytest
 from test_reproduce import ROOT
 
 from thinkj.errors import ThinkJError
-from thinkj.run_settings import BY_KEY, DEFAULTS, SETTINGS, parse_set, read_recipe, resolve
+from thinkj.pipeline.settings import BY_KEY, DEFAULTS, SETTINGS, parse_set, read_recipe, resolve
 
 THINKJ = str(Path(sys.executable).parent / "thinkj")
 RECIPES = sorted(p.stem for p in (ROOT / "configs" / "recipes").glob("*.yaml"))
@@ -108,7 +108,7 @@ def test_values_are_typed_by_the_setting(tmp_path):
 
 @pytest.mark.parametrize("recipe", RECIPES)
 def test_every_recipe_reads_and_validates(recipe):
-    from thinkj.pipeline import plan, validate
+    from thinkj.pipeline.plan import plan, validate
 
     path = ROOT / "configs" / "recipes" / f"{recipe}.yaml"
     assert read_recipe(path)
@@ -156,7 +156,7 @@ def test_set_needs_key_equals_value():
             parse_set([item])
 
 
-# --- the CPU recipes: what reproduce_cpu.sh did around the pipeline is now the run's own (thinkj/pipeline_prep.py) ---
+# --- the CPU recipes: what reproduce_cpu.sh did around the pipeline is now the run's own (thinkj/pipeline/prep.py) ---
 
 def _old_cpu_env(model: str, run_dir: Path, shared: str = "") -> tuple[dict[str, str], list[str]]:
     """What the old reproduce_cpu.sh exported (and the recipe's preparation settings switched off): the plan the
@@ -228,7 +228,7 @@ def test_a_real_run_validates_what_its_stages_will_create(tmp_path):
     """Not a dry run, a fresh run folder: the tiny profile and the task's held-out pairs do not exist yet, and the
     settings are valid (the model and task stages write them). Broken on purpose: with the planned-file exception
     removed from pipeline_checks.benchmark_data, 'BENCHMARK_DATA: synthetic=...: no such file' failed this."""
-    from thinkj.pipeline import plan, validate
+    from thinkj.pipeline.plan import plan, validate
 
     values = resolve(ROOT / "configs" / "recipes" / "tiny-cpu.yaml", env={"RUN_DIR": str(tmp_path / "run")}).values
     validate(values)
@@ -259,7 +259,7 @@ def test_the_scripted_teacher_serves_only_while_needed_and_stops():
     import urllib.error
     import urllib.request
 
-    from thinkj.pipeline_prep import SCRIPTED_PLACEHOLDER, scripted_teacher
+    from thinkj.pipeline.prep import SCRIPTED_PLACEHOLDER, scripted_teacher
 
     s = resolve(ROOT / "configs" / "recipes" / "tiny-cpu.yaml", env={}).values
     with scripted_teacher(s, needed=False, out=sys.stderr) as served:

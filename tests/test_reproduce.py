@@ -58,13 +58,14 @@ def _made(output: Path) -> Path:
 
 @pytest.mark.parametrize("short,profile", SCRIPTS.items())
 def test_dry_run_is_complete_ordered_and_chained(short, profile, tmp_path):
-    from thinkj.pipeline import plan, settings
+    from thinkj.pipeline.plan import plan
+    from thinkj.pipeline.settings import env_settings
     from thinkj.rewards import get_preset
 
     stages = dry_run(f"reproduce_{short}.sh", tmp_path)
     assert [name for _, name, _ in stages] == ONLINE
     preset = "thinkj_llama" if "llama" in short else "thinkj_qwen"  # what each wrapper script sets
-    expected_outputs = {s.name: s.output for s in plan({**settings({"RUN_DIR": str(tmp_path), "MODEL_PROFILE": profile,
+    expected_outputs = {s.name: s.output for s in plan({**env_settings({"RUN_DIR": str(tmp_path), "MODEL_PROFILE": profile,
                                                                     "REWARD_PRESET": preset})})}
     produced: list[Path] = []
     for _, name, argv in stages:
@@ -104,9 +105,11 @@ def test_env_overrides_change_the_commands(tmp_path):
 
 
 def test_finished_stages_are_skipped(tmp_path):
-    from thinkj.pipeline import plan, settings, write_record
+    from thinkj.pipeline.plan import plan
+    from thinkj.pipeline.run import write_record
+    from thinkj.pipeline.settings import env_settings
 
-    stages = plan(settings({"RUN_DIR": str(tmp_path)}))
+    stages = plan(env_settings({"RUN_DIR": str(tmp_path)}))
     for stage in stages[:5]:  # load .. traces finished
         stage.output.parent.mkdir(parents=True, exist_ok=True)
         stage.output.write_text("{}")
@@ -118,12 +121,13 @@ def test_finished_stages_are_skipped(tmp_path):
 
 
 def test_bad_settings_fail_clearly(tmp_path):
-    from thinkj.pipeline import plan, settings
+    from thinkj.pipeline.plan import plan
+    from thinkj.pipeline.settings import env_settings
 
     with pytest.raises(ValueError, match="MODEL_PROFILE='nope'"):
-        plan(settings({"MODEL_PROFILE": "nope"}))
+        plan(env_settings({"MODEL_PROFILE": "nope"}))
     with pytest.raises(ValueError, match="LEARNING"):
-        plan(settings({"LEARNING": "sometimes"}))
+        plan(env_settings({"LEARNING": "sometimes"}))
     result = subprocess.run(["bash", str(ROOT / "scripts" / "reproduce.sh")], capture_output=True, text=True,
                             env={**os.environ, "DRY_RUN": "1", "MODEL_PROFILE": "nope"})
     assert result.returncode != 0 and "nope" in result.stderr

@@ -19,10 +19,10 @@ from worst_case.reward import (
 
 from thinkj.prompts import judge_output
 from thinkj.rewards import PRESETS, get_preset
+from thinkj.rewards.adapters.trl import TRLPresetReward, TRLReward
+from thinkj.rewards.adapters.trl_group import GROUP_REWARDS, TRLGroupReward, get_group_reward
+from thinkj.rewards.adapters.verl import compute_score
 from thinkj.rewards.gold import pair_gold
-from thinkj.rewards.group import GROUP_REWARDS, TRLGroupReward, get_group_reward
-from thinkj.rewards.trl import TRLPresetReward, TRLReward
-from thinkj.rewards.verl import compute_score
 
 RIGHT = judge_output("because", "a", 2)
 TEXTS = {  # a completion each preset can score well, so a lost term shows

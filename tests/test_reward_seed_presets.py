@@ -13,16 +13,16 @@ from thinkj.data.xml_judge_task import CORRUPTIONS, build_xml_judge_pairs
 from thinkj.prompts import get_template
 from thinkj.records import RecordError
 from thinkj.rewards import get_preset
-from thinkj.rewards.competition import COMPETITION_KEYS, jaccard
-from thinkj.rewards.group import TRLGroupReward, get_group_reward
-from thinkj.rewards.multi_objective import (
+from thinkj.rewards.adapters.trl_group import TRLGroupReward, get_group_reward
+from thinkj.rewards.designs.competition import COMPETITION_KEYS, jaccard
+from thinkj.rewards.designs.multi_objective import (
     MULTI_KEYS,
     build_attribute_rows,
     check_diversity,
     group_advantages,
     parse_scores,
 )
-from thinkj.rewards.xml_judge import XML_KEYS, length_bonus, parse_xml_judgement
+from thinkj.rewards.designs.xml_judge import XML_KEYS, length_bonus, parse_xml_judgement
 
 A = {"label": "a", "strength": None}
 NOTES_128 = " ".join(["word"] * 128)
@@ -274,7 +274,7 @@ def test_helpsteer2_builder_and_template(tmp_path):
     # verl reads the parquet back with numpy arrays inside the ground truth; the preset takes them as they come
     import pyarrow.parquet as pq
 
-    from thinkj.rewards.multi_objective import write_attribute_parquet
+    from thinkj.rewards.designs.multi_objective import write_attribute_parquet
 
     path = tmp_path / "hs2.parquet"
     assert write_attribute_parquet(str(path), out) == 2

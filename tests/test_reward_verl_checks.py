@@ -13,13 +13,13 @@ import pytest
 from verl_batches import reward_batch  # tests/ is on sys.path
 
 from thinkj.prompts import judge_output
-from thinkj.rewards.verl import check_reward_kwargs
+from thinkj.rewards.adapters.verl import check_reward_kwargs
 from thinkj.rewards.weights import RewardWeightError
 
 ROOT = Path(__file__).resolve().parent.parent
 KW = "reward.custom_reward_function.reward_kwargs"
 GROUP = ["reward.num_workers=1", "reward.reward_manager.source=importlib",
-         "reward.reward_manager.module.path=pkg://thinkj.rewards.verl_group",
+         "reward.reward_manager.module.path=pkg://thinkj.rewards.adapters.verl_group",
          "reward.reward_manager.name=GroupRewardManager", "actor_rollout_ref.rollout.n=2"]
 
 

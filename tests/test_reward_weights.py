@@ -14,9 +14,9 @@ from worst_case.reward import ground_truth, worst_case_inputs
 from thinkj.errors import ThinkJError
 from thinkj.prompts import judge_output
 from thinkj.rewards import PRESETS, get_preset
-from thinkj.rewards.group import GROUP_REWARDS, TRLGroupReward, get_group_reward
-from thinkj.rewards.trl import TRLPresetReward, TRLReward
-from thinkj.rewards.verl import check_reward_kwargs, compute_score
+from thinkj.rewards.adapters.trl import TRLPresetReward, TRLReward
+from thinkj.rewards.adapters.trl_group import GROUP_REWARDS, TRLGroupReward, get_group_reward
+from thinkj.rewards.adapters.verl import check_reward_kwargs, compute_score
 from thinkj.rewards.weights import MAX_MAGNITUDE, RewardWeightError
 
 RIGHT = judge_output("because", "a", 2)

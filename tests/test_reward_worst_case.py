@@ -14,8 +14,8 @@ import pytest
 from worst_case.reward import ground_truth, worst_case_inputs
 
 from thinkj.rewards import PRESETS, get_preset
-from thinkj.rewards.multi_objective import parse_scores
-from thinkj.rewards.xml_judge import parse_xml_judgement
+from thinkj.rewards.designs.multi_objective import parse_scores
+from thinkj.rewards.designs.xml_judge import parse_xml_judgement
 
 INPUTS = worst_case_inputs()
 LIMIT_S = 1.0  # the benchmark's target is 50 ms; this bound leaves room for a shared, loaded CI machine

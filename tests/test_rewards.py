@@ -7,8 +7,8 @@ from hypothesis import strategies as st
 from thinkj.errors import ThinkJError
 from thinkj.prompts import judge_output, scores_sentence, verdict_sentence
 from thinkj.rewards import PRESETS, REWARD_KEYS, get_preset
-from thinkj.rewards.trl import TRLPresetReward, TRLReward
-from thinkj.rewards.verl import compute_score
+from thinkj.rewards.adapters.trl import TRLPresetReward, TRLReward
+from thinkj.rewards.adapters.verl import compute_score
 
 
 def out(choice, strength=None, thinking="because"):
@@ -136,7 +136,7 @@ def test_log_to_trainer_appends_to_the_buffer_of_the_models_mode():
     from collections import defaultdict
     from types import SimpleNamespace
 
-    from thinkj.rewards.trl import log_to_trainer
+    from thinkj.rewards.adapters.trl import log_to_trainer
 
     trainer = SimpleNamespace(_metrics={"train": defaultdict(list), "eval": defaultdict(list)},
                               model=SimpleNamespace(training=True))

@@ -2,7 +2,7 @@
 
 HuihuiChyan/Think-J, verl/verl/utils/reward_score/: reward_cot.py (ground truth 1 = (a), 2 = (b)),
 reward_strength.py (signed: -s = (a) better with strength s, +s = (b)), reward_score.py (1 / 2). Each row gives
-the public code's value, worked out from its rules (see thinkj/rewards/upstream_thinkj.py), then ours must equal it.
+the public code's value, worked out from its rules (see thinkj/rewards/designs/upstream_thinkj.py), then ours must equal it.
 """
 
 from __future__ import annotations

@@ -7,7 +7,7 @@ scripts/train_verl.sh`` and verl's model merger (thinkj/online/canary_verl.py).
 The test (``sign_test``): per held-out pair (64), the teacher-forced probability of the right verdict letter, both
 orders combined so that a mere change of side cancels (``position_free``), after vs before RL; one-sided exact sign
 test p < 0.05 AND mean rise >= 0.05.
-Breaks tried: the accuracy term's sign flipped in thinkj/rewards/judge.py (the right arm then fails: mean fell;
+Breaks tried: the accuracy term's sign flipped in thinkj/rewards/designs/judge.py (the right arm then fails: mean fell;
 TRL session 9, verl session 10, experiments/LOG.md). Shuffled golds are not the control: on verl they raised the
 metric past the bar by sharpening the init's own leaning (experiments/LOG.md, "RL canaries, session 10").
 

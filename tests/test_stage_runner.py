@@ -1,4 +1,4 @@
-"""The stage loop shared by the reproduction pipeline and the demo (:mod:`thinkj.stage_runner`), as the pipeline runs
+"""The stage loop shared by the reproduction pipeline and the demo (:mod:`thinkj.pipeline.stage_runner`), as the pipeline runs
 it: real commands, their output in per-stage logs, a progress line per stage, per-stage seconds in each completion
 record and in ``<RUN_DIR>/logs/stage_times.json``; a rerun skips both stages, other settings are refused.
 
@@ -16,19 +16,22 @@ from pathlib import Path
 
 import pytest
 
-import thinkj.pipeline as pipeline
-from thinkj import stage_runner
+import thinkj.pipeline.run as pipeline
 from thinkj.errors import ThinkJError
+from thinkj.pipeline import stage_runner
+from thinkj.pipeline.run import StageFailed
+from thinkj.pipeline.settings import env_settings
+from thinkj.pipeline.stage import Stage
 
 WRITE = "import pathlib, sys; p = pathlib.Path(sys.argv[1]); p.parent.mkdir(parents=True, exist_ok=True); " \
         "p.write_text(''.join(line + chr(10) for line in sys.argv[2:])); print('wrote', p)"
 
 
 def _two_stages(run: Path):
-    def plan(s: dict[str, str]) -> list[pipeline.Stage]:
+    def plan(s: dict[str, str]) -> list[Stage]:
         a, b = run / "a" / "a.txt", run / "b" / "b.jsonl"
-        return [pipeline.Stage("a", ["python", "-c", WRITE, str(a), "x"], a, {"SOURCE_LIMIT": s["SOURCE_LIMIT"]}),
-                pipeline.Stage("b", ["python", "-c", WRITE, str(b), '{"r": 1}', '{"r": 2}'], b,
+        return [Stage("a", ["python", "-c", WRITE, str(a), "x"], a, {"SOURCE_LIMIT": s["SOURCE_LIMIT"]}),
+                Stage("b", ["python", "-c", WRITE, str(b), '{"r": 1}', '{"r": 2}'], b,
                                {"SOURCE_LIMIT": s["SOURCE_LIMIT"]}, {"pairs": a})]
     return plan
 
@@ -36,7 +39,7 @@ def _two_stages(run: Path):
 def test_the_pipeline_loop_logs_times_records_and_skips(tmp_path, monkeypatch):
     run = tmp_path / "run"
     monkeypatch.setattr(pipeline, "plan", _two_stages(run))
-    s = pipeline.settings({"RUN_DIR": str(run)})
+    s = env_settings({"RUN_DIR": str(run)})
     out = io.StringIO()
     assert pipeline.run_pipeline(s, out=out) == ["a", "b"]
     lines = out.getvalue().splitlines()
@@ -59,7 +62,7 @@ def test_the_pipeline_loop_logs_times_records_and_skips(tmp_path, monkeypatch):
     assert times_again["skipped"] == ["a", "b"] and times_again["seconds"] == times["seconds"]
 
     with pytest.raises(ThinkJError) as refused:
-        pipeline.run_pipeline(pipeline.settings({"RUN_DIR": str(run), "SOURCE_LIMIT": "2"}), out=io.StringIO())
+        pipeline.run_pipeline(env_settings({"RUN_DIR": str(run), "SOURCE_LIMIT": "2"}), out=io.StringIO())
     assert str(refused.value) == (f"{run / 'a' / 'a.done.json'}: stage a was done with other settings "
                                   f"(SOURCE_LIMIT='' then, '2' now): {pipeline.REDO_HINT}")
 
@@ -67,11 +70,11 @@ def test_the_pipeline_loop_logs_times_records_and_skips(tmp_path, monkeypatch):
 def test_a_failed_command_is_named_with_its_log_and_leaves_no_record(tmp_path, monkeypatch):
     run = tmp_path / "run"
     out_file = run / "a" / "a.txt"
-    monkeypatch.setattr(pipeline, "plan", lambda s: [pipeline.Stage("a", ["python", "-c", "raise SystemExit(3)"],
+    monkeypatch.setattr(pipeline, "plan", lambda s: [Stage("a", ["python", "-c", "raise SystemExit(3)"],
                                                                     out_file)])
     out = io.StringIO()
-    with pytest.raises(pipeline.StageFailed, match=f"stage a failed \\(exit 3\\); its log: {run / 'logs' / 'a.log'}"):
-        pipeline.run_pipeline(pipeline.settings({"RUN_DIR": str(run)}), out=out)
+    with pytest.raises(StageFailed, match=f"stage a failed \\(exit 3\\); its log: {run / 'logs' / 'a.log'}"):
+        pipeline.run_pipeline(env_settings({"RUN_DIR": str(run)}), out=out)
     assert out.getvalue().splitlines()[-1].startswith("[ 1/1] a               FAILED after ")
     assert not list(run.rglob("*.done.json"))
 

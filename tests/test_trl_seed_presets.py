@@ -44,7 +44,7 @@ def test_trl_grpo_xml_judge_preset(tiny_model_dir, tmp_path):
 
 
 def test_trl_grpo_multi_objective_preset(tiny_model_dir, tmp_path):
-    from thinkj.rewards.multi_objective import build_attribute_rows
+    from thinkj.rewards.designs.multi_objective import build_attribute_rows
 
     cfg = load_config(ROOT / "configs/rewards/multi_objective.yaml")
     hs2 = [{"prompt": f"Question {i}: name a colour.", "response": f"Colour {i} is blue.", "helpfulness": i % 5,

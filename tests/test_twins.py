@@ -15,7 +15,7 @@ from verl_batches import reward_batch  # tests/ is on sys.path
 from thinkj.errors import ThinkJError
 from thinkj.online.verl_launch import CONFIG_DIR, LaunchError, VerlLaunch, build_command, check_rl_parquet
 from thinkj.prompts import judge_output
-from thinkj.rewards.twins import consistency_terms, gold_balance, group_keys, position_stats
+from thinkj.rewards.designs.twins import consistency_terms, gold_balance, group_keys, position_stats
 from thinkj.rewards.weights import RewardWeightError
 from thinkj.synthetic.fruit_task import make_pairs
 
@@ -287,8 +287,8 @@ def test_trl_twin_rows_and_sampler_keep_both_orders_in_one_generation_batch(tmp_
 def test_w_con_is_a_validated_weight_refused_where_no_twin_is_seen(tmp_path):
     from thinkj.online.trl_grpo import check_weights
     from thinkj.rewards import get_preset
-    from thinkj.rewards.trl import TRLReward
-    from thinkj.rewards.verl import compute_score
+    from thinkj.rewards.adapters.trl import TRLReward
+    from thinkj.rewards.adapters.verl import compute_score
 
     for name in ("thinkj_qwen", "thinkj_llama", "thinkj_subtractive"):
         assert get_preset(name).defaults["w_con"] == 0.0  # the paper's reward is unchanged by default

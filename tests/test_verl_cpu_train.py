@@ -30,8 +30,8 @@ from judgment_checks import check_synthetic_results  # tests/ is on sys.path
 from ray_local import SessionMemory
 
 from thinkj.rewards import get_preset
-from thinkj.rewards.twins import consistency_terms
-from thinkj.rewards.verl import compute_score
+from thinkj.rewards.adapters.verl import compute_score
+from thinkj.rewards.designs.twins import consistency_terms
 
 ROOT = Path(__file__).resolve().parent.parent
 DATA_SOURCE = "thinkj/pairwise_judge"

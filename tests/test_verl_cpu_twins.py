@@ -17,7 +17,7 @@ import pytest
 from test_verl_cpu_train import check_common, merge_and_evaluate, recomputed_rewards, train  # judge: conftest's
 
 from thinkj.rewards import get_preset
-from thinkj.rewards.twins import consistency_terms
+from thinkj.rewards.designs.twins import consistency_terms
 from thinkj.synthetic.fruit_task import make_pairs
 
 FLIP = {"a": "b", "b": "a"}

@@ -1,6 +1,6 @@
 """The seed presets through verl 0.9.1's own reward loop (``RewardLoopManager.compute_rm_score`` under ray):
-a per-sample preset via ``thinkj.rewards.verl.compute_score`` and the naive manager, and the group-level XML
-judge via ``thinkj.rewards.verl_group.GroupRewardManager``. One ray session for the module."""
+a per-sample preset via ``thinkj.rewards.adapters.verl.compute_score`` and the naive manager, and the group-level XML
+judge via ``thinkj.rewards.adapters.verl_group.GroupRewardManager``. One ray session for the module."""
 
 from __future__ import annotations
 
@@ -74,11 +74,11 @@ def run(config, batch):
 
 
 def test_group_xml_judge_through_verl_reward_loop(verl_env):
-    from thinkj.rewards.group import get_group_reward
+    from thinkj.rewards.adapters.trl_group import get_group_reward
 
     config, tok = verl_env
     cfg = config("actor_rollout_ref.rollout.n=3", "reward.reward_manager.source=importlib",
-                 "reward.reward_manager.module.path=pkg://thinkj.rewards.verl_group",
+                 "reward.reward_manager.module.path=pkg://thinkj.rewards.adapters.verl_group",
                  "reward.reward_manager.name=GroupRewardManager",
                  "+reward.custom_reward_function.reward_kwargs.group_preset=xml_judge",
                  "+reward.custom_reward_function.reward_kwargs.w_fmt=0.3")
@@ -99,7 +99,7 @@ def test_per_sample_preset_through_verl_reward_loop(verl_env):
     from thinkj.rewards import get_preset
 
     config, tok = verl_env
-    cfg = config("reward.custom_reward_function.path=pkg://thinkj.rewards.verl",
+    cfg = config("reward.custom_reward_function.path=pkg://thinkj.rewards.adapters.verl",
                  "reward.custom_reward_function.name=compute_score",
                  "+reward.custom_reward_function.reward_kwargs.preset=multi_objective",
                  "+reward.custom_reward_function.reward_kwargs.failure_penalty=-1.0")
@@ -120,7 +120,7 @@ def test_reward_preset_configs_compose_with_verl(verl_env, tiny_model_dir):
     from omegaconf import OmegaConf
     from verl.trainer.ppo.reward import load_reward_manager
 
-    from thinkj.rewards.verl_group import GroupRewardManager
+    from thinkj.rewards.adapters.verl_group import GroupRewardManager
 
     _, tok = verl_env
     root = Path(__file__).resolve().parent.parent
@@ -144,7 +144,7 @@ def test_group_manager_scores_a_partial_group_after_the_wait(verl_env):
     """A group that never fills (e.g. a lost rollout) is scored after group_wait_s with the members it has."""
     import asyncio
 
-    from thinkj.rewards.verl_group import GroupRewardManager
+    from thinkj.rewards.adapters.verl_group import GroupRewardManager
 
     config, tok = verl_env
     cfg = config("actor_rollout_ref.rollout.n=3", "+reward.custom_reward_function.reward_kwargs.group_wait_s=0.3")

@@ -56,7 +56,7 @@ def run(recipe: Path = typer.Argument(..., help="configs/recipes/<model>.yaml: t
     """The reproduction pipeline for one recipe: data selection -> judge SFT -> offline or online learning ->
     evaluation -> tables; finished stages are skipped (docs/runs.md). Environment variables (W_STR=0.5) still
     override the recipe."""
-    from thinkj.pipeline import run_recipe
+    from thinkj.pipeline.run import run_recipe
 
     run_recipe(recipe, set_ or [], dry_run=dry_run)
 

@@ -39,7 +39,7 @@ def main() -> None:
     args = parser.parse_args()
     if hasattr(os, "sched_setaffinity"):
         os.sched_setaffinity(0, {sorted(os.sched_getaffinity(0))[0]})  # one core
-    from thinkj.rewards.verl import compute_score
+    from thinkj.rewards.adapters.verl import compute_score
 
     items = make_outputs(1000)
     size = sum(len(t) for t, _ in items) / len(items)

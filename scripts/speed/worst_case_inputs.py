@@ -35,8 +35,8 @@ def main() -> None:
     from worst_case.reward import ground_truth, worst_case_inputs
 
     from thinkj.rewards import PRESETS, get_preset
-    from thinkj.rewards.multi_objective import parse_scores
-    from thinkj.rewards.xml_judge import parse_xml_judgement
+    from thinkj.rewards.designs.multi_objective import parse_scores
+    from thinkj.rewards.designs.xml_judge import parse_xml_judgement
     from thinkj.verdict_parser import parse_verdict
 
     inputs = worst_case_inputs(args.size)

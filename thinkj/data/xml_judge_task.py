@@ -175,4 +175,4 @@ def _xml_judge_prompt(pair: PreferencePair, verdict: str | None, level: int | No
 
 XML_JUDGE_TEMPLATE = register(Template(
     "xml_judge_v1", "xml_judge", AnswerFormat(think=False, strength="forbidden"), _xml_judge_prompt,
-    "Seed 000 judge: <notes> (~128 tokens) then <judgement>A|B</judgement>; parsed by thinkj.rewards.xml_judge."))
+    "Seed 000 judge: <notes> (~128 tokens) then <judgement>A|B</judgement>; parsed by thinkj.rewards.designs.xml_judge."))

@@ -4,7 +4,7 @@ Columns: ``data_source`` (str), ``prompt`` (chat messages), ``ability`` (str),
 ``reward_model`` = ``{"style": "rule", "ground_truth": {"label": "a"|"b", "strength": int|None}}``,
 ``extra_info`` = ``{"index", "id", "source", "template", "split"}`` (+ ``twin`` and ``order`` when written with
 both orders of every comparison, :func:`verl_rows`). Gold ties cannot be earned
-with the Think-J answer format (see ``thinkj.rewards.judge``), so they are left out and counted.
+with the Think-J answer format (see ``thinkj.rewards.designs.judge``), so they are left out and counted.
 
 :func:`check_rl_row` is the one check of a row read back (TRL GRPO's data, a verl launch's ``--data`` before its
 first step): chat messages with roles system / user / assistant and text content, and a ground truth the reward
@@ -120,7 +120,7 @@ def write_verl_parquet(path: str | os.PathLike, pairs: Iterable[PreferencePair],
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    from thinkj.rewards.twins import gold_balance
+    from thinkj.rewards.designs.twins import gold_balance
 
     rows, skipped = verl_rows(pairs, template, split, twins=twins, seed=seed)
     if not rows:

@@ -6,7 +6,7 @@ is not a chat completion, or times out). A failed call is never text: it is neve
 verdict or scored, and a rerun asks for it again. Local engines (HF, vLLM) do not fail single calls; an engine
 error stops the stage.
 
-The rule (the HTTP judge reward's guard, :mod:`thinkj.rewards.judge_http`, has the same shape): a stage counts
+The rule (the HTTP judge reward's guard, :mod:`thinkj.rewards.designs.judge_http`, has the same shape): a stage counts
 its calls and its failed calls (:class:`CallTally`) and is incomplete when the share of failed calls is above
 ``max_failure_rate`` (default 0: any failed call) or when every call failed. An incomplete stage writes what it
 could, says how many calls failed, and raises :class:`~thinkj.errors.StageIncomplete` (exit status 1); what

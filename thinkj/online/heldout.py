@@ -10,7 +10,7 @@ verdicts on those rows (greedy in verl's validation: ``val_kwargs.do_sample`` fa
   the content moves these two apart;
 * ``pair_acc`` -- per comparison, the chance that a verdict of each order are both right (with one verdict per
   order: right in both orders), averaged over the comparisons that have both orders. The consistency term's
-  reading (``thinkj.rewards.twins``); a judge that always says "(a)" scores 0 here while ``acc`` stays near 0.5;
+  reading (``thinkj.rewards.designs.twins``); a judge that always says "(a)" scores 0 here while ``acc`` stays near 0.5;
 * ``a_share`` -- share of "(a)" verdicts. The gold is (a) in exactly half of a both-orders set, so far from 0.5 is
   a position preference.
 

@@ -7,7 +7,7 @@ the cluster holds, it does not fail: it waits for Ray to find resources that nev
 reads the cluster at the given address (``ray.nodes()``, ``ray.available_resources()``) and refuses in one line
 when it holds fewer live nodes with that many GPUs than asked, or when other jobs hold the GPUs.
 
-The job's code must import on every node (the reward ``pkg://thinkj.rewards.verl`` and the hooks
+The job's code must import on every node (the reward ``pkg://thinkj.rewards.adapters.verl`` and the hooks
 ``thinkj.online.verl_hooks`` run inside Ray workers there): :func:`runtime_env_overrides` hands verl's
 ``ray.init`` this checkout as the job's ``working_dir``, so Ray copies it to every node, as
 ``scripts/submit_verl_2node.sh`` does for a job sent with ``ray job submit``.

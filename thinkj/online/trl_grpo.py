@@ -16,7 +16,7 @@ position diagnostics (``pos/a_share``, ``pos/acc_gold_a``, ``pos/acc_gold_b``; `
 logged beside them.
 
 Both orders in one step (``--twins step``: J1; ``--twins union``: J4R's one group of both orders; the consistency
-term with ``--weight w_con=...``; ``thinkj.rewards.twins`` has our reading)::
+term with ``--weight w_con=...``; ``thinkj.rewards.designs.twins`` has our reading)::
 
     thinkj train rl --engine trl --model runs/demo_seed0/train/judge_sft --data pairs.jsonl --out runs/x/online_twins \
         --twins union --weight w_con=1.0 --num-generations 4 --prompts-per-step 1 --steps 12
@@ -38,8 +38,8 @@ from thinkj.fingerprint import fingerprint
 from thinkj.folder_swap import promote, restore, staging_dir
 from thinkj.records import RecordError, load_pairs, write_json, write_jsonl
 from thinkj.rewards import get_preset
-from thinkj.rewards.trl import TRLReward, completion_text, log_to_trainer
-from thinkj.rewards.twins import TWIN_MODES, consistency_terms, needs_twins, position_stats
+from thinkj.rewards.adapters.trl import TRLReward, completion_text, log_to_trainer
+from thinkj.rewards.designs.twins import TWIN_MODES, consistency_terms, needs_twins, position_stats
 
 DONE_MARKER = "thinkj_online_done.json"
 
@@ -49,7 +49,7 @@ def load_rl_rows(path: str | os.PathLike, template: str = "judge_strength_v2", *
     """Rows ``{prompt: messages, label, strength}`` from a PreferencePair JSONL or a verl parquet, plus skip counts.
 
     With ``twins`` every comparison comes in both orders, side by side (rows 2k, 2k+1), each row with ``twin`` and
-    ``order`` (``thinkj.rewards.twins``): a JSONL's pairs are written so (pair order shuffled with ``seed``); a
+    ``order`` (``thinkj.rewards.designs.twins``): a JSONL's pairs are written so (pair order shuffled with ``seed``); a
     parquet must already be (``thinkj data verl-parquet --twins``)."""
     path = Path(path)
     if not path.exists():
@@ -129,10 +129,10 @@ class RewardComponent:
 
 class RecordingReward(TRLReward):
     """The preset's total reward for TRL, keeping the last batch's samples for ``last_samples.jsonl`` and logging the
-    position diagnostics (``pos/*``, ``thinkj.rewards.twins.position_stats``) with the trainer's metrics each step.
+    position diagnostics (``pos/*``, ``thinkj.rewards.designs.twins.position_stats``) with the trainer's metrics each step.
 
     With ``twins`` the generation batch holds both orders of each comparison (``twin`` and ``order`` columns) and
-    every rollout's score gains ``w_con`` x its consistency term (``thinkj.rewards.twins.consistency_terms``)."""
+    every rollout's score gains ``w_con`` x its consistency term (``thinkj.rewards.designs.twins.consistency_terms``)."""
 
     def __init__(self, preset: str = "thinkj_qwen", twins: bool = False, **weights: Any):
         self.pays_consistency = twins
@@ -255,7 +255,7 @@ class GRPORun:
     save_steps: int = 50
     max_rows: int | None = None
     extra: dict[str, Any] = field(default_factory=dict)  # further GRPOConfig fields, applied last
-    # both orders of each comparison in one step (thinkj.rewards.twins): off | step (per-order groups, J1) |
+    # both orders of each comparison in one step (thinkj.rewards.designs.twins): off | step (per-order groups, J1) |
     # union (one group of both orders' rollouts, J4R). With twins, prompts_per_step counts comparisons.
     twins: str = "off"
     # held-out pairs judged greedily before step 1 and every eval_steps (thinkj.online.trl_eval): a PreferencePair
@@ -290,7 +290,7 @@ def _use_cpu(device: str) -> bool:
     return device == "cpu" or not torch.cuda.is_available()
 
 
-def check_weights(preset: str, weights: dict[str, Any], twins: str = "off") -> None:
+def check_weights_with_twins(preset: str, weights: dict[str, Any], twins: str = "off") -> None:
     """Every weight through the rewards' one rule (:func:`thinkj.rewards.weights.check_weights`, via the preset:
     a weight the preset has, a finite number, >= 0 for a term weight); ``w_con`` > 0 only with twins."""
     get_preset(preset).weights(weights, where="--weight ")
@@ -407,7 +407,7 @@ def run_trl_grpo(run: GRPORun, force: bool = False) -> dict[str, Any]:
     restore(out)
     if out.exists() and not out.is_dir():
         raise ThinkJError(f"{out}: --out is a file, expected a folder")
-    check_weights(run.preset, run.weights, run.twins)
+    check_weights_with_twins(run.preset, run.weights, run.twins)
     twins = run.twins != "off"
     rows, skipped = load_rl_rows(run.data, run.template, twins=twins, seed=run.seed)
     if run.max_rows:
@@ -417,7 +417,7 @@ def run_trl_grpo(run: GRPORun, force: bool = False) -> dict[str, Any]:
     if twins and len(rows) < 2 * run.prompts_per_step:
         raise ThinkJError(f"--prompts-per-step {run.prompts_per_step}: {run.data} has only {len(rows) // 2} "
                           "comparisons (each in both orders)")
-    from thinkj.rewards.twins import gold_balance
+    from thinkj.rewards.designs.twins import gold_balance
 
     gold_balance([r["label"] for r in rows], where=str(run.data))
     eval_rows = held_out_rows(run) if run.eval_data is not None else []

@@ -14,7 +14,8 @@ The config's ``trl`` block goes into ``GRPOConfig`` (``--set key=value`` overrid
 picks the group preset (``group_preset`` + ``weights`` [+ ``scope``]) or per-sample preset (``preset``).
 Thinkj's own Think-J runs use ``thinkj.online.trl_grpo``; this helper exists because those are tied to the
 pairwise label/strength columns, while the seed presets need a ``ground_truth`` column and group rewards
-(the reward callables are ``thinkj.rewards.trl.TRLPresetReward`` and ``thinkj.rewards.group.TRLGroupReward``).
+(the reward callables are ``thinkj.rewards.adapters.trl.TRLPresetReward`` and
+``thinkj.rewards.adapters.trl_group.TRLGroupReward``).
 """
 
 from __future__ import annotations
@@ -26,8 +27,8 @@ from typing import Any
 
 from thinkj.errors import ThinkJError
 from thinkj.records import write_json
-from thinkj.rewards.group import TRLGroupReward
-from thinkj.rewards.trl import TRLPresetReward
+from thinkj.rewards.adapters.trl import TRLPresetReward
+from thinkj.rewards.adapters.trl_group import TRLGroupReward
 
 
 def load_config(path: str | Path) -> dict[str, Any]:
@@ -138,7 +139,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         rows = rows_for_trl(verl_rows(pairs, cfg.get("template", "xml_judge_v1"))[0])
     elif args.helpsteer2:
         from thinkj.records import read_jsonl
-        from thinkj.rewards.multi_objective import build_attribute_rows
+        from thinkj.rewards.designs.multi_objective import build_attribute_rows
 
         rows = rows_for_trl(build_attribute_rows((r for _, r in read_jsonl(args.helpsteer2)), path=args.helpsteer2))
     else:

@@ -4,7 +4,7 @@ verl imports this module in every one of its processes through ``actor_rollout_r
 configs/verl/base.yaml; verl's ``HFModelConfig`` imports the named module when it is built, in the trainer's
 driver too). Neither addition changes what an ordinary GRPO / PPO / Reinforce++ run computes.
 
-* **Advantage estimator ``grpo_twin``** (J4R's EIS-GRPO; ``thinkj.rewards.twins`` has our reading). verl's GRPO
+* **Advantage estimator ``grpo_twin``** (J4R's EIS-GRPO; ``thinkj.rewards.designs.twins`` has our reading). verl's GRPO
   groups rollouts by ``uid``, which its trainer draws at random per prompt (``RayPPOTrainer.fit``), and hands a
   registered estimator nothing else of the batch; the group of both orders of a comparison needs the ``twin``
   key the RL data carries in ``extra_info``. So the trainer's ``compute_advantage`` is wrapped: for
@@ -13,7 +13,7 @@ driver too). Neither addition changes what an ordinary GRPO / PPO / Reinforce++ 
   function unchanged. The estimator is also registered under its name (verl's registry), where, called without
   the twin keys, it stops the run in one line instead of grouping by ``uid``.
 * **Position diagnostics** (``pos/a_share``, ``pos/flip_rate``, ``pos/acc_gold_a``, ``pos/acc_gold_b``,
-  ``pos/gold_a_share``: ``thinkj.rewards.twins.position_stats``). verl logs a training step's reward extra info
+  ``pos/gold_a_share``: ``thinkj.rewards.designs.twins.position_stats``). verl logs a training step's reward extra info
   nowhere but the rollout dump; the trainer's ``compute_data_metrics`` is wrapped to add these, from the ``pred``
   the Think-J presets return and the gold in ``reward_model``, to the step's metrics (console, file and
   tensorboard loggers, ``thinkj train curves``). Rewards without a ``pred`` key add nothing.
@@ -41,7 +41,7 @@ import numpy as np
 from verl.trainer.ppo import core_algos
 
 from thinkj.online.heldout import judge_stats, order_name
-from thinkj.rewards.twins import position_stats
+from thinkj.rewards.designs.twins import position_stats
 
 ESTIMATOR = "grpo_twin"
 VAL_KEYS = ("val_twin", "val_order", "val_gold")  # added to validation's reward extra info, strings only
@@ -95,7 +95,7 @@ def twin_grpo_advantage(token_level_rewards: Any, response_mask: Any, index: Any
 
 
 def batch_position_stats(non_tensor_batch: dict[str, Any]) -> dict[str, float]:
-    """:func:`thinkj.rewards.twins.position_stats` of a verl batch ({} when the reward returns no ``pred``)."""
+    """:func:`thinkj.rewards.designs.twins.position_stats` of a verl batch ({} when the reward returns no ``pred``)."""
     preds = non_tensor_batch.get("pred")
     truths = non_tensor_batch.get("reward_model")
     if preds is None or truths is None:

@@ -37,7 +37,7 @@ CONFIG_DIR = PROJECT_ROOT / "configs" / "verl"
 # CLI algorithm names -> config files in configs/verl/
 ALGOS = {"grpo": "grpo", "grpo_consistent": "grpo_consistent", "ppo": "ppo", "reinforce_pp": "reinforce_plus_plus",
          "reinforce_plus_plus": "reinforce_plus_plus"}
-# configs whose data must hold both orders of every comparison side by side (thinkj.rewards.twins)
+# configs whose data must hold both orders of every comparison side by side (thinkj.rewards.designs.twins)
 TWIN_CONFIGS = ("grpo_consistent",)
 # verl 0.9 accepts these old top-level reward keys but its trainer never reads them (see docs/online_learning.md)
 LEGACY_REWARD_KEYS = ("custom_reward_function.", "reward_model.reward_manager")
@@ -107,7 +107,7 @@ def build_command(spec: VerlLaunch) -> tuple[list[str], dict[str, str]]:
     for override in spec.overrides:
         check_override(override)
     if ALGOS[spec.algo] not in TWIN_CONFIGS:
-        from thinkj.rewards.twins import needs_twins
+        from thinkj.rewards.designs.twins import needs_twins
 
         problem = needs_twins(spec.weights, f"--algo {spec.algo}")
         if problem:
@@ -323,12 +323,12 @@ def check_inputs(spec: VerlLaunch) -> None:
 
 def check_rl_parquet(option: str, path: str, *, twins: bool, balance: bool = True) -> None:
     """Every row is one the reward can score (``thinkj.export.verl.check_rl_row``; a file that is no readable parquet
-    is named in one line); warn when the gold position is off balance (``thinkj.rewards.twins.gold_balance``); with
+    is named in one line); warn when the gold position is off balance (``thinkj.rewards.designs.twins.gold_balance``); with
     ``twins``, refuse a file whose rows 2k and 2k+1 are not the two orders of one comparison (``extra_info.twin`` /
     ``order``)."""
     from thinkj.export.verl import check_rl_row
     from thinkj.records import read_parquet_rows
-    from thinkj.rewards.twins import gold_balance
+    from thinkj.rewards.designs.twins import gold_balance
 
     labels, infos = [], []
     for line, row in read_parquet_rows(path, ["prompt", "reward_model", *(["extra_info"] if twins else [])]):

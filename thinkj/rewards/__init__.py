@@ -1,12 +1,12 @@
 """Reward presets by name: one registry behind the verl and TRL adapters.
 
 ``Preset`` (and ``GroupReward``) live in ``thinkj.rewards.presets``; every reward is registered in
-``thinkj.rewards.registry``; the group-level rewards' TRL adapter is ``thinkj.rewards.group``.
+``thinkj.rewards.registry``; the group-level rewards' TRL adapter is ``thinkj.rewards.adapters.trl_group``.
 """
 
 from __future__ import annotations
 
-from thinkj.rewards.judge import REWARD_KEYS
+from thinkj.rewards.designs.judge import REWARD_KEYS
 from thinkj.rewards.presets import Preset, RewardFn
 from thinkj.rewards.registry import PRESETS, get_preset, register_preset
 

@@ -9,22 +9,20 @@ from __future__ import annotations
 
 from thinkj.data import xml_judge_task  # noqa: F401 -- registers the xml_judge_v1 prompt the xml_judge preset reads
 from thinkj.registry import Registry
-from thinkj.rewards.competition import COMPETITION_DEFAULTS, answer_gold_problem, competition_reward
-from thinkj.rewards.gold import pair_gold, pair_label
-from thinkj.rewards.grm import GRM_DEFAULTS, GRM_KEYS, GRM_KINDS, grm_listwise_group
-from thinkj.rewards.judge import LLAMA_WEIGHTS, QWEN_WEIGHTS, margin_reward, thinkj_reward, thinkj_subtractive_reward
-from thinkj.rewards.multi_objective import MULTI_DEFAULTS, MULTI_KEYS, multi_objective_reward, scores_gold_problem
-from thinkj.rewards.pairwise_group import (
+from thinkj.rewards.designs.competition import COMPETITION_DEFAULTS, answer_gold_problem, competition_reward
+from thinkj.rewards.designs.grm import GRM_DEFAULTS, GRM_KEYS, GRM_KINDS, grm_listwise_group
+from thinkj.rewards.designs.judge import LLAMA_WEIGHTS, QWEN_WEIGHTS, margin_reward, thinkj_reward, thinkj_subtractive_reward
+from thinkj.rewards.designs.multi_objective import MULTI_DEFAULTS, MULTI_KEYS, multi_objective_reward, scores_gold_problem
+from thinkj.rewards.designs.pairwise_group import (
     PAIRWISE_GROUP_CHOICES,
     PAIRWISE_GROUP_DEFAULTS,
     PAIRWISE_GROUP_KEYS,
     PAIRWISE_GROUP_KINDS,
     pairwise_group,
 )
-from thinkj.rewards.pairwise_rm import PAIRWISE_DEFAULTS, PAIRWISE_KEYS, PAIRWISE_KINDS, round_robin_group
-from thinkj.rewards.presets import GroupReward, Preset, per_sample_group
-from thinkj.rewards.upstream_thinkj import cot_public_reward, margin_public_reward, strength_public_reward
-from thinkj.rewards.xml_judge import (
+from thinkj.rewards.designs.pairwise_rm import PAIRWISE_DEFAULTS, PAIRWISE_KEYS, PAIRWISE_KINDS, round_robin_group
+from thinkj.rewards.designs.upstream_thinkj import cot_public_reward, margin_public_reward, strength_public_reward
+from thinkj.rewards.designs.xml_judge import (
     XML_DEFAULTS,
     XML_GROUP_DEFAULTS,
     XML_KEYS,
@@ -32,6 +30,8 @@ from thinkj.rewards.xml_judge import (
     xml_judge_group_reward,
     xml_judge_reward,
 )
+from thinkj.rewards.gold import pair_gold, pair_label
+from thinkj.rewards.presets import GroupReward, Preset, per_sample_group
 
 PRESETS: Registry[Preset] = Registry("reward preset")
 GROUP_REWARDS: Registry[GroupReward] = Registry("group reward")
@@ -61,7 +61,7 @@ def _pair_problem(gt: object) -> str:
     return pair_gold(gt).error
 
 
-# Per-sample presets: the paper's readings (thinkj/rewards/judge.py), the public code's rules (public.py), the seeds.
+# Per-sample presets: the paper's readings (thinkj/rewards/designs/judge.py), the public code's rules (public.py), the seeds.
 # gold_problem: the ground-truth fields the reward reads (thinkj/rewards/gold.py).
 MULTI_OBJECTIVE = Preset("multi_objective", multi_objective_reward, dict(MULTI_DEFAULTS),
                          "seed 004 exact + off-by-one + MAE + format, failure penalty, perfect bonus",
@@ -100,8 +100,8 @@ for _preset in (
 ):
     register_preset(_preset)
 
-# Group rewards: they see every completion of one prompt at once (thinkj/rewards/group.py has the TRL adapter,
-# thinkj/rewards/verl_group.py the verl reward manager).
+# Group rewards: they see every completion of one prompt at once (thinkj/rewards/adapters/trl_group.py has the TRL adapter,
+# thinkj/rewards/adapters/verl_group.py the verl reward manager).
 for _group in (
     GroupReward("grm_listwise", grm_listwise_group, dict(GRM_DEFAULTS), GRM_KEYS,
                 "seed 001 listwise generative RM over an OpenAI-compatible judge", kinds=GRM_KINDS),

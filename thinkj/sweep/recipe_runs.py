@@ -2,16 +2,16 @@
 
 A sweep spec that names ``recipe`` (at the top, in ``settings``, in a grid value or a run entry) describes each run
 as a pipeline run instead of shell templates: every other field of its ``settings``, grid and runs is a setting of
-the run (:mod:`thinkj.run_settings`: ``w_fmt``, ``w_str``, ``rl_algo``, ``learning``, ``benchmarks``, ...), passed
+the run (:mod:`thinkj.pipeline.settings`: ``w_fmt``, ``w_str``, ``rl_algo``, ``learning``, ``benchmarks``, ...), passed
 as ``--set``. The fields are checked when the spec is read, through the run settings' own parser
-(:func:`thinkj.run_settings.parse_set`: an unknown name gets its "did you mean", a value of the wrong kind is
+(:func:`thinkj.pipeline.settings.parse_set`: an unknown name gets its "did you mean", a value of the wrong kind is
 refused) and each run as a whole through the pipeline's ``validate``, as ``thinkj run --dry-run`` would, so a bad
 cell fails before anything is launched, naming the spec file and the key. The pipeline's plan gives what the sweep
 needs to know of a run: where its results JSON go (its eval stages' outputs) and the tags they carry
 (model / method / train_data, and w_fmt / w_str / w_con when set): the tables read those.
 
 Runs of one recipe share its ``RUN_DIR``: the data and SFT stages run once, and each run adds its own online
-folder (named by algorithm and weight overrides, :func:`thinkj.pipeline.online_folder`) and eval folder.
+folder (named by algorithm and weight overrides, :func:`thinkj.pipeline.learn.online_folder`) and eval folder.
 """
 
 from __future__ import annotations
@@ -57,7 +57,7 @@ def set_text(value: Any) -> str:
 def check_field(key: Any, value: Any) -> None:
     """One field: ``recipe`` naming a recipe file, or a setting of the run with a value of its kind, refused with
     the run settings' own message (``--set w_sttr: not a setting of the run (did you mean w_str?)``)."""
-    from thinkj.run_settings import parse_set
+    from thinkj.pipeline.settings import parse_set
 
     if key == RECIPE:
         if not isinstance(value, str) or not value.strip():
@@ -111,8 +111,8 @@ def _readable(settings: dict[str, Any]) -> str:
 def expand_run(settings: dict[str, Any], spec: Path | None) -> tuple[list[str], list[str], dict[str, str]]:
     """One run: its command, its results JSON paths and the tags its evaluation writes, from the pipeline's own
     settings resolution, checks and plan; a run the pipeline refuses is a RecordError naming the spec and run."""
-    from thinkj import pipeline
-    from thinkj.run_settings import resolve
+    from thinkj.pipeline.plan import plan, validate
+    from thinkj.pipeline.settings import resolve
 
     if not settings.get(RECIPE):
         raise RecordError("names no recipe: give `recipe:` at the top, in settings, or per grid value / run",
@@ -122,8 +122,8 @@ def expand_run(settings: dict[str, Any], spec: Path | None) -> tuple[list[str], 
     try:
         # the environment too: the command runs in it, and what it sets (RUN_DIR, ...) is where the results go
         values = resolve(recipe, sets=[*items, "dry_run=1"]).values
-        pipeline.validate(values)
-        stages = pipeline.plan(values)
+        validate(values)
+        stages = plan(values)
     except ThinkJError as err:
         raise RecordError(f"{err} (in the run {_readable(settings)})", path=spec, field="grid/runs") from None
     evals = [stage for stage in stages if stage.name.startswith("eval_")]

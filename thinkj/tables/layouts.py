@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from thinkj.rewards.judge import LLAMA_WEIGHTS, QWEN_WEIGHTS  # Table 8's per-model defaults: the presets' own
+from thinkj.rewards.designs.judge import LLAMA_WEIGHTS, QWEN_WEIGHTS  # Table 8's per-model defaults: the presets' own
 
 # RewardBench's example counts for the two chat sections (its EXAMPLE_COUNTS: alpacaeval-easy 100,
 # alpacaeval-length 95, alpacaeval-hard 95, mt-bench-easy 28, mt-bench-med 40 -> 358; mt-bench-hard 37,

@@ -29,7 +29,7 @@ from thinkj.errors import ThinkJError
 
 SCRIPTED = "scripted"  # TEACHER_URL's value for "serve the scripted teacher for this run"
 # what a dry run prints for the scripted teacher (the port is chosen when a run starts it); records keep
-# http://127.0.0.1:*/v1 either way (pipeline.record_value)
+# http://127.0.0.1:*/v1 either way (thinkj.pipeline.plan.record_value)
 SCRIPTED_PLACEHOLDER = "http://127.0.0.1:PORT/v1"
 BUILDABLE = ("tiny",)  # BUILD_MODEL's values: configs/models/<name>.yaml is the profile a built model copies
 SHARED_BENCHMARKS = {"autoj": "auto-j/testdata_pairwise.jsonl", "rmbench": "rm-bench"}  # under SHARED_DATA
@@ -108,7 +108,7 @@ def built_profile(s: Mapping[str, str]) -> dict[str, Any] | None:
 
 def stages(s: Mapping[str, str]) -> list:
     """The ``model`` and ``task`` stages (each only when its setting asks for it)."""
-    from thinkj.pipeline_stage import Stage
+    from thinkj.pipeline.stage import Stage
 
     out = []
     if s["BUILD_MODEL"]:

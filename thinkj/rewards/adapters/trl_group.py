@@ -8,7 +8,7 @@ with the preset's fixed keys plus ``group_size`` and ``group_skipped``. It is us
   every completion of the generation batch, each prompt repeated ``num_generations`` times; the adapter
   groups completions by identical prompt (``scope="group"``) or scores the whole call as one set
   (``scope="batch"``, the seed-000 reading of "batch accuracy").
-* verl: ``thinkj.rewards.verl_group.GroupRewardManager``, a reward-loop manager that gathers the samples
+* verl: ``thinkj.rewards.adapters.verl_group.GroupRewardManager``, a reward-loop manager that gathers the samples
   of one ``uid`` before scoring them (see that module for the overrides).
 
 The diversity guard (``min_unique_ratio``, seed 004) is described in ``thinkj.rewards.presets``.
@@ -20,9 +20,9 @@ import asyncio
 import json
 from typing import Any
 
+from thinkj.rewards.adapters.trl import completion_text, log_to_trainer
 from thinkj.rewards.presets import GROUP_EXTRA_KEYS, GroupFn, GroupReward, per_sample_group, run_sync
 from thinkj.rewards.registry import GROUP_REWARDS, get_group_reward, register_group_reward
-from thinkj.rewards.trl import completion_text, log_to_trainer
 
 __all__ = ["GROUP_EXTRA_KEYS", "GROUP_REWARDS", "GroupFn", "GroupReward", "TRLGroupReward", "completion_text",
            "get_group_reward", "per_sample_group", "prompt_key", "register_group_reward", "rows_ground_truth",

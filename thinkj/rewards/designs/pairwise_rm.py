@@ -16,15 +16,15 @@ the two p, in [-1, 1]. Keys: score, win_rate (share of judgments the candidate w
 consistency (share of its pairs whose two orders agreed on the winner), judge_failure_rate and judge_latency_s
 (the group's requests); reference mode adds ``gold_error`` (``REFERENCE_KEYS``: a ground truth without a usable
 reference scores 0 and sends nothing). A failed request (after retries) gives p = 0 but is counted: above ``max_failure_rate``
-the reward raises ``JudgeUnavailableError`` and the run stops (``thinkj.rewards.judge_http``).
-For the schemes with swap-averaged verdicts, knockout, anchors and Bradley-Terry see ``thinkj.rewards.pairwise_group``.
+the reward raises ``JudgeUnavailableError`` and the run stops (``thinkj.rewards.designs.judge_http``).
+For the schemes with swap-averaged verdicts, knockout, anchors and Bradley-Terry see ``thinkj.rewards.designs.pairwise_group``.
 
 A group of one gets score 0 (nothing to compare). Cost: round robin sends n(n-1) requests per group,
 reference 2 per sample.
 
 verl, reference mode (ground truth ``{"reference": "..."}``, the conversation in ``extra_info["prompt"]``)::
 
-    reward.custom_reward_function.path=pkg://thinkj.rewards.pairwise_rm
+    reward.custom_reward_function.path=pkg://thinkj.rewards.designs.pairwise_rm
     reward.custom_reward_function.name=compute_score
     ++reward.custom_reward_function.reward_kwargs.base_url=http://JUDGE_HOST:8000/v1
 """
@@ -36,9 +36,9 @@ from typing import Any
 
 from thinkj.prompts import get_template
 from thinkj.records import PreferencePair
+from thinkj.rewards.adapters.verl_kwargs import VERL_CALL_KWARGS, WHERE
+from thinkj.rewards.designs.judge_http import GUARD_DEFAULTS, JudgeBatch, guard_settings, judge_batch
 from thinkj.rewards.gold import mapping, shown
-from thinkj.rewards.judge_http import GUARD_DEFAULTS, JudgeBatch, guard_settings, judge_batch
-from thinkj.rewards.verl_kwargs import VERL_CALL_KWARGS, WHERE
 from thinkj.rewards.weights import check_weights
 from thinkj.verdict_parser import STRENGTH_RANGE, parse_verdict
 
@@ -161,9 +161,9 @@ async def compute_score(data_source: str | None = None, solution_str: str = "", 
 
     Every reward_kwargs entry must be a setting of :data:`PAIRWISE_DEFAULTS` with a usable value (checked as the
     per-sample adapter checks its weights, ``thinkj.rewards.weights``); verl's own keywords and the base config's
-    ``preset`` (read by ``thinkj.rewards.verl``, not here) are set aside."""
+    ``preset`` (read by ``thinkj.rewards.adapters.verl``, not here) are set aside."""
     settings = {k: v for k, v in kwargs.items() if k not in VERL_CALL_KWARGS and k != "preset"}
-    weights = check_weights("thinkj.rewards.pairwise_rm.compute_score", PAIRWISE_DEFAULTS, settings,
+    weights = check_weights("thinkj.rewards.designs.pairwise_rm.compute_score", PAIRWISE_DEFAULTS, settings,
                             kinds=PAIRWISE_KINDS, where=WHERE)
     prompt = (extra_info or {}).get("prompt") or (extra_info or {}).get("question") or ""
     return await reference_score(prompt, solution_str, ground_truth, **weights)

@@ -1,5 +1,5 @@
 """verl reward-loop manager that scores both orders of a comparison together: the Think-J reward plus ``w_con`` x the
-consistency term (``thinkj.rewards.twins`` defines it and says how a rollout is paired with its twin's group).
+consistency term (``thinkj.rewards.designs.twins`` defines it and says how a rollout is paired with its twin's group).
 
 The data has both orders of every comparison (``thinkj.export.verl.write_verl_parquet(twins=True)``): each row's
 ``extra_info`` holds ``twin`` (the comparison's key, shared by its two orders) and ``order`` (0 / 1). verl 0.9.1's
@@ -12,7 +12,7 @@ never arrives (its row was filtered as overlong, or the batch split the two) ear
 
     reward.num_workers=1                                   # every rollout of a comparison reaches one manager
     reward.reward_manager.source=importlib
-    reward.reward_manager.module.path=pkg://thinkj.rewards.verl_twin
+    reward.reward_manager.module.path=pkg://thinkj.rewards.adapters.verl_twin
     reward.reward_manager.name=TwinRewardManager
     actor_rollout_ref.rollout.val_kwargs.n=${actor_rollout_ref.rollout.n}
     ++reward.custom_reward_function.reward_kwargs.w_con=1.0
@@ -31,9 +31,9 @@ from typing import Any
 from verl import DataProto
 from verl.experimental.reward_loop.reward_manager.base import RewardManagerBase
 
-from thinkj.rewards.twins import consistency_terms
-from thinkj.rewards.verl import WHERE, preset_settings
-from thinkj.rewards.verl_group import _plain, decode_rollout
+from thinkj.rewards.adapters.verl import WHERE, preset_settings
+from thinkj.rewards.adapters.verl_group import _plain, decode_rollout
+from thinkj.rewards.designs.twins import consistency_terms
 from thinkj.rewards.weights import RewardWeightError, check_value
 
 

@@ -19,7 +19,7 @@ is one preset away: ``thinkj_subtractive``)::
             else 0                        (1, 0.5, 0 for a strength off by 0, 1, 2)
 
 With both orders of a comparison in one step, the consistency term ``w_con * R_con`` is added by the twin
-scorers (``thinkj.rewards.twins`` has its definition); every preset's ``w_con`` is 0, so the paper's reward is
+scorers (``thinkj.rewards.designs.twins`` has its definition); every preset's ``w_con`` is 0, so the paper's reward is
 unchanged unless it is set.
 
 Bounds: 0 <= R <= w_acc + w_fmt + w_str. The strength term only ever adds to a right verdict, so a
@@ -73,7 +73,7 @@ def thinkj_reward(text: str, ground_truth: Any, *, w_acc: float = QWEN_WEIGHTS["
     """The Think-J rule-based reward R = w_acc*R_acc + w_fmt*R_fmt + w_str*R_str (see module docstring).
 
     ``w_con`` is the consistency term's weight: one sample cannot pay it (it needs the other order's rollouts), so it
-    is added by the twin scorers (``thinkj.rewards.twins``) and ignored here."""
+    is added by the twin scorers (``thinkj.rewards.designs.twins``) and ignored here."""
     gold = pair_gold(ground_truth)
     label, gold_strength = gold.label, gold.strength
     verdict = parse_verdict(text, fmt, strict=True)

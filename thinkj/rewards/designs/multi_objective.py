@@ -19,7 +19,7 @@ NaN, a missing ``scores`` key, JSON that does not parse) is a data error: score 
 ``gold_error`` = 1, never an exception. Bounds: failure_penalty <= score <= w_exact + w_off + w_mae + w_format + perfect_bonus
 (1.1 with the defaults); for a parsed answer score >= 0. The seed's group advantage rules (zero-std guard,
 diversity check) are :func:`group_advantages` / :func:`check_diversity`, and the group preset
-``multi_objective`` applies the diversity check inside verl and TRL (see ``thinkj.rewards.group``).
+``multi_objective`` applies the diversity check inside verl and TRL (see ``thinkj.rewards.adapters.trl_group``).
 
 HelpSteer2 judge: template ``helpsteer2_attributes_v1`` asks for the five scores as one line of
 space-separated integers; :func:`build_attribute_rows` turns HelpSteer2 rows (``prompt``, ``response`` and

@@ -12,7 +12,7 @@ Overrides (on top of an ordinary GRPO command)::
 
     reward.num_workers=1
     reward.reward_manager.source=importlib
-    reward.reward_manager.module.path=pkg://thinkj.rewards.verl_group
+    reward.reward_manager.module.path=pkg://thinkj.rewards.adapters.verl_group
     reward.reward_manager.name=GroupRewardManager
     ++reward.custom_reward_function.reward_kwargs.group_preset=xml_judge
     ++reward.custom_reward_function.reward_kwargs.w_fmt=0.2          # any weight of the group preset
@@ -21,7 +21,7 @@ Overrides (on top of an ordinary GRPO command)::
 
 ``group_size`` defaults to ``actor_rollout_ref.rollout.n``. The returned extra info has the preset's keys
 plus ``group_size`` and ``group_skipped`` for every sample, as verl requires. Every reward_kwargs entry is checked
-when the manager is built (``thinkj.rewards.verl.group_settings``): an unknown name, or a NaN, negative or
+when the manager is built (``thinkj.rewards.adapters.verl.group_settings``): an unknown name, or a NaN, negative or
 non-numeric weight, stops verl at start-up with one line naming the group reward, the setting and the known
 names; ``preset`` (the per-sample adapter's key, set in configs/verl/base.yaml) is set aside. A bad ground truth
 is a data error the reward records (``gold_error``), never an exception.
@@ -36,7 +36,7 @@ from typing import Any
 from verl import DataProto
 from verl.experimental.reward_loop.reward_manager.base import RewardManagerBase
 
-from thinkj.rewards.verl import group_settings
+from thinkj.rewards.adapters.verl import group_settings
 
 
 @dataclass

@@ -11,4 +11,4 @@ from __future__ import annotations
 
 VERL_CALL_KWARGS = ("reward_router_address", "reward_model_tokenizer")
 WHERE = "reward.custom_reward_function.reward_kwargs."  # how a setting is named in messages
-GROUP_KEYS = ("group_preset", "group_size", "group_wait_s")  # read by thinkj.rewards.verl_group only
+GROUP_KEYS = ("group_preset", "group_size", "group_wait_s")  # read by thinkj.rewards.adapters.verl_group only

@@ -45,7 +45,7 @@ which read no ground truth).
 
 **Failures** are never scores. A request that fails after its retries leaves its comparison out (in knockout:
 the match is a tie); the endpoint's failure meter stops the run with ``JudgeUnavailableError`` above
-``max_failure_rate`` (``thinkj.rewards.judge_http``). Logged per group, on every sample (verl's reward extra
+``max_failure_rate`` (``thinkj.rewards.designs.judge_http``). Logged per group, on every sample (verl's reward extra
 info, TRL's ``judge/*`` metrics): judge_calls, cache_hits, judge_failure_rate, flip_rate (comparisons whose
 two orders named different winners / comparisons judged), unparsed_rate (answers without a verdict),
 judge_latency_s (mean request time, retries included).
@@ -66,7 +66,7 @@ from typing import Any
 
 from thinkj.prompts import get_template
 from thinkj.records import PreferencePair
-from thinkj.rewards.judge_http import GUARD_DEFAULTS, guard_settings, judge_batch
+from thinkj.rewards.designs.judge_http import GUARD_DEFAULTS, guard_settings, judge_batch
 from thinkj.verdict_parser import STRENGTH_RANGE, parse_verdict
 
 SCHEMES = ("round_robin", "anchor", "knockout")
@@ -160,7 +160,7 @@ class HttpPairJudge:
     """Ordered pairs of texts -> judge answers from an OpenAI-compatible server, with request statistics."""
 
     def __init__(self, prompt: Any, **kw: Any):
-        from thinkj.rewards.pairwise_rm import as_messages
+        from thinkj.rewards.designs.pairwise_rm import as_messages
 
         self.messages = as_messages(prompt)
         self.kw = kw
@@ -297,7 +297,7 @@ async def group_rewards(texts: list[str], judge: PairJudge, *, scheme: str = "ro
 
 async def pairwise_group(prompt: Any, texts: list[str], ground_truths: list[Any], **kw: Any) -> list[dict[str, Any]]:
     """The ``thinkj_pairwise`` group preset: the schemes above against a judge over HTTP."""
-    from thinkj.rewards.pairwise_rm import read_reference
+    from thinkj.rewards.designs.pairwise_rm import read_reference
 
     scheme, anchor = str(kw["scheme"]), str(kw["anchor"])
     reference = None

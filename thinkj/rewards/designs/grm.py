@@ -24,7 +24,7 @@ For a group of n completions of one prompt:
 
 A request that fails after its retries is a dropped pass, and it is counted: when the judge's recent failure rate
 is above ``max_failure_rate`` (default 0.2) the reward raises ``JudgeUnavailableError`` and the run stops
-(``thinkj.rewards.judge_http``), so a dead judge never shows up as a reward of 0 for every sample.
+(``thinkj.rewards.designs.judge_http``), so a dead judge never shows up as a reward of 0 for every sample.
 
 Use: ``TRLGroupReward("grm_listwise", base_url=..., model=...)`` in TRL, or the verl group manager with
 ``group_preset=grm_listwise`` (see configs/rewards/grm_listwise.yaml).
@@ -35,7 +35,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from thinkj.rewards.judge_http import GUARD_DEFAULTS, judge_batch
+from thinkj.rewards.designs.judge_http import GUARD_DEFAULTS, judge_batch
 
 GRM_TEMPLATE = "grm_listwise_v1"
 GRM_KEYS = ("score", "raw_score", "n_valid_passes", "n_passes", "answer_found", "judge_failure_rate", "judge_latency_s")

@@ -176,7 +176,7 @@ def run_in_process(argv: list[str], log: Path) -> int:
             sys.argv = [argv[2], *argv[3:]]
             loaded = sys.modules.get(argv[2])
             if loaded is not None and callable(getattr(loaded, "main", None)):
-                loaded.main()  # imported already (thinkj.pipeline itself): runpy would run a second copy of it
+                loaded.main()  # imported already: runpy would run a second copy of it
             else:
                 runpy.run_module(argv[2], run_name="__main__", alter_sys=True)
     else:

@@ -3,7 +3,7 @@
 TRL calls ``fn(prompts=..., completions=..., **dataset_columns)`` and takes a list of floats. ``TRLReward`` reads
 the Think-J ground truth from the columns ``label`` and (optionally) ``strength``::
 
-    from thinkj.rewards.trl import TRLReward
+    from thinkj.rewards.adapters.trl import TRLReward
     trainer = GRPOTrainer(model=..., reward_funcs=[TRLReward("thinkj_llama", w_str=0.2)], ...)
 
 The last call's component averages are kept in ``last_metrics`` (accuracy, format, strength, and gold_error: the
@@ -11,7 +11,7 @@ share of rows whose ground truth was bad, ``thinkj.rewards.gold``; a bad row nev
 (``bind_trainer``), every per-sample adapter adds ``gold_error`` to the step's logged metrics, as verl logs the
 reward's ``gold_error`` key: bad gold is counted in every step, whichever engine trains.
 ``TRLPresetReward`` runs any per-sample preset on a ``ground_truth`` column (the seed presets' rows). The
-group-level adapter is ``thinkj.rewards.group.TRLGroupReward``. Both check their weights when built
+group-level adapter is ``thinkj.rewards.adapters.trl_group.TRLGroupReward``. Both check their weights when built
 (``thinkj.rewards.weights``): an unknown name or a NaN, negative or non-numeric value fails before training.
 """
 
@@ -20,8 +20,8 @@ from __future__ import annotations
 from typing import Any
 
 from thinkj.errors import ThinkJError
+from thinkj.rewards.designs.twins import needs_twins
 from thinkj.rewards.registry import get_preset
-from thinkj.rewards.twins import needs_twins
 
 
 def completion_text(completion: Any) -> str:

@@ -27,7 +27,7 @@ Note: with per-group std normalisation a constant factor on the correctness term
 changes is the weight of correctness against the two bonuses (at low accuracy the bonuses dominate).
 
 Called per sample (``get_preset("xml_judge")(text, gt)``) there is no group, so acc_S = 1 unless
-``group_acc`` is passed: the unscaled reward. The group adapters (``thinkj.rewards.group``) pass it.
+``group_acc`` is passed: the unscaled reward. The group adapters (``thinkj.rewards.adapters.trl_group``) pass it.
 
 Tokens: ``n_i`` counts word pieces (runs of letters/digits, or single punctuation marks), a tokenizer-free
 stand-in; set the weight ``tokenizer`` to a tokenizer path or hub name (e.g. the policy's) to count that

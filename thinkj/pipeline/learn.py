@@ -1,50 +1,27 @@
-"""The pipeline's stages after the seed set: judge SFT, offline and online learning, evaluation, comparison, tables.
+"""The learning phase, after the seed set: judge SFT, then offline and / or online learning.
 
-Planned by :func:`learning_stages` for :func:`thinkj.pipeline.plan`, from the settings alone (what each one means:
-:mod:`thinkj.run_settings`). ``LEARNING`` picks the branches -- ``online`` (RL from the SFT judge, verl or TRL),
-``offline`` (critic SFT, critic-guided pairs, DPO with the SFT term) or ``both``, each from the one SFT judge --
-and ``EVAL_ROWS`` which models are judged: the final one, or rows of Table 4's layout (base, init, offline,
-online), which a ``compare`` stage then sets against each other on the same judgments.
+Planned by :func:`learning_stages` for :func:`thinkj.pipeline.plan.plan`, from the settings alone (what each one
+means: :mod:`thinkj.pipeline.settings`). ``LEARNING`` picks the branches -- ``online`` (RL from the SFT judge, verl
+or TRL), ``offline`` (critic SFT, critic-guided pairs, DPO with the SFT term) or ``both``, each from the one SFT
+judge; the models it makes are what the evaluation phase (:mod:`thinkj.pipeline.evaluate`) judges, row by row.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
 from pathlib import Path
 
-from thinkj.pipeline_checks import _split
-from thinkj.pipeline_stage import Stage
+from thinkj.errors import ThinkJError
+from thinkj.pipeline.checks import _check_lf_overrides, _finite, _one_of, _positive_int, _split
+from thinkj.pipeline.evaluate import ROWS
+from thinkj.pipeline.settings import WEIGHT_SETTINGS
+from thinkj.pipeline.stage import Stage, Where, bf16, hf_args, opt
 
-WEIGHT_SETTINGS = ("W_ACC", "W_FMT", "W_STR", "W_CON")
-ROWS = ("base", "init", "offline", "online")  # EVAL_ROWS' values: Table 4's rows
 # The offline branch's stages: the online branch does not depend on their settings (LEARNING=both).
 OFFLINE_BRANCH = ("critic_data", "critic_sft", "offline_pool", "offline")
 METHODS = {"grpo": "online (GRPO)", "ppo": "online (PPO)", "reinforce_pp": "online (Reinforce++)",
            "grpo_consistent": "online (GRPO, both orders)"}
 WRONG_SIDE_DATASET = "thinkj_critic_wrong_side"
-
-
-def opt(flag: str, value: str) -> list[str]:
-    """``[flag, value]``, or nothing for an unset (empty) setting."""
-    return [flag, value] if value else []
-
-
-def bf16(s: Mapping[str, str]) -> bool:
-    """CPU_BF16 asked for, on the CPU, and native there (emulated bf16 is slower than fp32)."""
-    if s["CPU_BF16"] != "1" or s["DEVICE"] != "cpu":
-        return False
-    from thinkj.train.config import cpu_has_bf16
-
-    return cpu_has_bf16()
-
-
-def hf_args(s: Mapping[str, str], batch: str) -> list[str]:
-    """``--backend-arg`` items of an hf inference stage: its batch size, and bf16 weights with CPU_BF16."""
-    if s["JUDGE_BACKEND"] != "hf":
-        return []
-    items = ([f"batch_size={batch}"] if batch else []) + (["dtype=bfloat16"] if bf16(s) else [])
-    return [x for item in items for x in ("--backend-arg", item)]
 
 
 def online_folder(s: Mapping[str, str]) -> str:
@@ -67,19 +44,6 @@ def verl_config(algo: str) -> Path:
     from thinkj.online.verl_launch import ALGOS
 
     return CONFIGS / "verl" / f"{ALGOS[algo]}.yaml"
-
-
-@dataclass(frozen=True)
-class Where:
-    """What the data stages made and how the learning stages reach the model (from :func:`thinkj.pipeline.plan`)."""
-
-    run: Path
-    source: Path          # the loaded training pairs
-    seed: Path            # the seed set's folder
-    hub: str              # the base model (hub id or local folder)
-    profile: Path         # the model profile file
-    planned: frozenset    # files a planned stage writes (inputs before they exist)
-    base_local: bool      # the base model is a local folder (built by the model stage, or fetched): an input
 
 
 def learning_stages(s: Mapping[str, str], w: Where) -> tuple[list[Stage], dict[str, Path], dict[str, str]]:
@@ -204,51 +168,43 @@ def _online_stages(s: Mapping[str, str], w: Where, judge_sft: Path, models: dict
     return stages
 
 
-def eval_folder(w: Where, row: str, model: Path) -> Path:
-    """A row's evaluation folder, named by its model's place under train/ (a new online run: a new folder)."""
-    if row == "base":
-        return w.run / "eval" / "base"
-    return w.run / "eval" / model.relative_to(w.run / "train").as_posix().replace("/", "_")
+def check_learning_settings(s: Mapping[str, str]) -> None:
+    """The settings of the learning and evaluation phases and the rules between them (part of
+    :func:`thinkj.pipeline.plan.validate`)."""
+    _one_of("RL_ENGINE", s["RL_ENGINE"], ("verl", "trl"))
+    _one_of("RL_DATA", s["RL_DATA"], ("seed_set", "source"))
+    _one_of("DEDUP_TEXT_FIELD", s["DEDUP_TEXT_FIELD"], ("instruction", "instruction+responses"))
+    _one_of("OFFLINE_PAIRS", s["OFFLINE_PAIRS"], ("seed_set", "outside_seed_set"))
+    for name in ("CPU_BF16", "IN_PROCESS"):
+        _one_of(name, s[name], ("0", "1"))
+    for name in ("DIFFICULTY_LIMIT", "DIFFICULTY_BATCH", "PAIR_BATCH", "EVAL_BATCH"):
+        if s[name]:
+            _positive_int(name, s[name])
+    if not 0 <= _finite("RL_VAL_FRACTION", s["RL_VAL_FRACTION"] or "0") < 1:
+        raise ThinkJError(f"RL_VAL_FRACTION={s['RL_VAL_FRACTION']!r}: must be in [0, 1) (0: no held-out pairs)")
+    every = s["CRITIC_WRONG_SIDE_EVERY"]
+    if not every.isdigit():
+        raise ThinkJError(f"CRITIC_WRONG_SIDE_EVERY={every!r}: must be a whole number >= 0 (0: none)")
+    if int(every) and not s["SYNTHETIC_TASK"]:
+        raise ThinkJError(f"CRITIC_WRONG_SIDE_EVERY={every}: wrong-side critic examples are written by a generated "
+                          "task's rules: set SYNTHETIC_TASK, or 0")
+    if s["RL_ENGINE"] == "trl" and s["RL_ALGO"] not in ("grpo", "grpo_consistent"):
+        raise ThinkJError(f"RL_ENGINE=trl: runs GRPO only (RL_ALGO grpo or grpo_consistent), not {s['RL_ALGO']!r}; "
+                          "PPO and Reinforce++ run with RL_ENGINE=verl")
+    from thinkj.overrides import parse_key_values
 
-
-def eval_stages(s: Mapping[str, str], w: Where, models: dict[str, Path], methods: dict[str, str],
-                bench_data: Mapping[str, str], dp: list[str]) -> list[Stage]:
-    """One ``eval_<bench>`` stage per benchmark for the final model, or ``eval_<row>_<bench>`` per EVAL_ROWS row;
-    then ``compare`` when rows are judged."""
-    from thinkj.evaluation.registry import get_benchmark
-
-    rows = s["EVAL_ROWS"].split() or ["final"]
-    base_tags = {"model": s["MODEL_NAME"], "train_data": s["TRAIN_DATA_NAME"]}
-    weights = {name.lower(): s[name] for name in ("W_FMT", "W_STR", "W_CON") if s[name]}  # the online run's only
-    stages, folders = [], {}
+    for key in parse_key_values(_split("TRL_OVERRIDES", s["TRL_OVERRIDES"]), "TRL_OVERRIDES",
+                                example="a GRPORun or GRPOConfig field"):
+        if not key.isidentifier():
+            raise ThinkJError(f"TRL_OVERRIDES {key}: not a GRPORun or GRPOConfig field name")
+    _check_lf_overrides("CRITIC_OVERRIDES", s["CRITIC_OVERRIDES"])
+    rows = s["EVAL_ROWS"].split()
     for row in rows:
-        model, folder = models[row], eval_folder(w, row, models[row])
-        folders[row] = folder
-        online = row == "online" or (row == "final" and s["LEARNING"] != "offline")
-        tags = {**base_tags, "method": methods[row], **(weights if online else {})}
-        if row == "offline" or (row == "final" and s["LEARNING"] == "offline"):
-            tags["iteration"] = s["OFFLINE_ITERATIONS"]
-        tag_args = [x for k, v in tags.items() for x in ("--tag", f"{k}={v}")]
-        for bench in s["BENCHMARKS"].split():
-            data = bench_data.get(bench, "")
-            local = {"data": Path(data)} if data and (Path(data).exists() or Path(data) in w.planned) else {}
-            stages.append(Stage(
-                f"eval_{bench}" if row == "final" else f"eval_{row}_{bench}",
-                ["thinkj", "eval", "run", bench, "--model", str(model), "--backend", s["JUDGE_BACKEND"],
-                 "--out", str(folder / bench), *tag_args, "--max-new-tokens", s["MAX_NEW_TOKENS"],
-                 *opt("--limit", s["EVAL_LIMIT"]), *opt("--seed", s["SEED"]), *opt("--data", data),
-                 *hf_args(s, s["EVAL_BATCH"]),
-                 *(["--backend-arg", f"tensor_parallel_size={s['TP']}"] if s["JUDGE_BACKEND"] == "vllm" else []),
-                 *(dp if get_benchmark(bench).run is None else [])],  # a benchmark with its own runner: 1 worker
-                folder / bench / f"{bench}.results.json",
-                inputs={**({"model": model} if row != "base" or w.base_local else {}), **local}))
-    if rows != ["final"]:
-        out = w.run / "compare"
-        stages.append(Stage("compare", ["thinkj", "eval", "compare", *[f"{r}={folders[r]}" for r in rows],
-                                        "--out", str(out)], out / "compare.json"))
-    return stages
-
-
-def eval_benchmark(stage: Stage) -> str:
-    """The benchmark an evaluation stage judges (its command's fourth word: ``thinkj eval run <bench>``)."""
-    return stage.argv[3]
+        _one_of("EVAL_ROWS", row, ROWS)
+    if len(set(rows)) < len(rows):
+        raise ThinkJError(f"EVAL_ROWS={s['EVAL_ROWS']!r}: a row named more than once")
+    ran = {"offline": ("offline", "both"), "online": ("online", "both")}
+    for row, learning in ran.items():
+        if row in rows and s["LEARNING"] not in learning:
+            raise ThinkJError(f"EVAL_ROWS names {row}, which LEARNING={s['LEARNING']} does not train: set LEARNING="
+                              f"{learning[-1]}")

@@ -35,8 +35,8 @@ import math
 import re
 from typing import Any
 
+from thinkj.rewards.designs.judge import _result
 from thinkj.rewards.gold import pair_gold
-from thinkj.rewards.judge import _result
 
 _COT = (("a", re.compile(r"Response \(a\) is better.")), ("b", re.compile(r"Response \(b\) is better.")))
 _STRENGTH = re.compile(r"Therefore, Response \((a|b)\) is better, and the strength is \[\[(\d+)\]\]\.")

@@ -3,20 +3,20 @@
 verl 0.9 calls it once per sample with keyword arguments. Select the preset and weights with
 reward_kwargs, e.g.::
 
-    reward.custom_reward_function.path=pkg://thinkj.rewards.verl
+    reward.custom_reward_function.path=pkg://thinkj.rewards.adapters.verl
     reward.custom_reward_function.name=compute_score
     +reward.custom_reward_function.reward_kwargs.preset=thinkj_llama
     +reward.custom_reward_function.reward_kwargs.w_str=0.2
 
 verl merges ``reward_kwargs`` into every call (``verl/trainer/ppo/reward.py``) and its reward-loop managers add
 only ``reward_router_address`` and ``reward_model_tokenizer`` (when a reward-model router runs;
-``thinkj.rewards.verl_kwargs``). Every other keyword must be ``preset`` or a weight of that preset with a usable
+``thinkj.rewards.adapters.verl_kwargs``). Every other keyword must be ``preset`` or a weight of that preset with a usable
 value (``thinkj.rewards.weights``): a typo such as ``w_strr=0.0`` raises a one-line ``RewardWeightError`` naming
 the preset, the setting and the known names, instead of training with the default weight. The check runs at the
 first call -- under ``trainer.val_before_train`` (on in configs/verl/base.yaml) that is the validation before
 step 1, so no update is made with a bad weight -- and :func:`check_reward_kwargs` runs it on a composed config
 before a launch. The group-manager keys (``group_preset``, ``group_size``, ``group_wait_s``) are refused here:
-they do nothing without ``thinkj.rewards.verl_group.GroupRewardManager``.
+they do nothing without ``thinkj.rewards.adapters.verl_group.GroupRewardManager``.
 
 The returned dict has the same keys for every sample (verl crashes on ragged keys); ``score`` is the
 reward and the other keys are logged by verl as ``reward_extra_info``. A bad ground truth never raises: it is
@@ -29,10 +29,10 @@ import functools
 from collections.abc import Mapping
 from typing import Any
 
+from thinkj.rewards.adapters.verl_kwargs import GROUP_KEYS, VERL_CALL_KWARGS, WHERE
+from thinkj.rewards.designs.twins import needs_twins
 from thinkj.rewards.presets import Preset, RewardFn
 from thinkj.rewards.registry import get_group_reward, get_preset
-from thinkj.rewards.twins import needs_twins
-from thinkj.rewards.verl_kwargs import GROUP_KEYS, VERL_CALL_KWARGS, WHERE
 from thinkj.rewards.weights import RewardWeightError, check_value
 
 DEFAULT_PRESET = "thinkj_qwen"
@@ -43,7 +43,7 @@ __all__ = ["DEFAULT_PRESET", "GROUP_KEYS", "VERL_CALL_KWARGS", "WHERE", "check_r
 def preset_settings(kwargs: Mapping[str, Any], *, twins: bool = False) -> tuple[Preset, dict[str, Any]]:
     """(the preset, its checked weights) from the per-sample adapter's keyword arguments (verl's own set aside).
 
-    ``w_con`` > 0 is refused unless ``twins`` (the twin reward manager, ``thinkj.rewards.verl_twin``, pays it)."""
+    ``w_con`` > 0 is refused unless ``twins`` (the twin reward manager, ``thinkj.rewards.adapters.verl_twin``, pays it)."""
     settings = {k: v for k, v in kwargs.items() if k not in VERL_CALL_KWARGS}
     if twins:
         settings.pop("twin_wait_s", None)  # the twin manager's own setting
@@ -54,7 +54,7 @@ def preset_settings(kwargs: Mapping[str, Any], *, twins: bool = False) -> tuple[
         raise RewardWeightError(
             f"{WHERE}{group_keys[0]}: read only by the group reward manager, and this run scores with the "
             f"per-sample preset {name!r}; add reward.reward_manager.source=importlib "
-            "reward.reward_manager.module.path=pkg://thinkj.rewards.verl_group "
+            "reward.reward_manager.module.path=pkg://thinkj.rewards.adapters.verl_group "
             "reward.reward_manager.name=GroupRewardManager (docs/reward_presets.md), or drop the key",
             weight=group_keys[0], detail="needs the group reward manager")
     weights = preset.weights(settings, where=WHERE, also_known=("preset", *GROUP_KEYS))

@@ -10,7 +10,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from thinkj.errors import ThinkJError
-from thinkj.pipeline_prep import planned_files
+from thinkj.pipeline.prep import planned_files
 
 
 def _split(name: str, value: str) -> list[str]:
@@ -69,7 +69,7 @@ def decontaminate_against(s: Mapping[str, str], record: Path) -> list[str]:
     evaluates fewer benchmarks), the recorded items: the data was checked against those, and stays valid."""
     data = benchmark_data(s)
     now = [f"{bench}={data[bench]}" if bench in data else bench for bench in s["BENCHMARKS"].split()]
-    from thinkj.stage_runner import read_record
+    from thinkj.pipeline.stage_runner import read_record
 
     argv = (read_record(record) or {}).get("argv") or []
     done = [a for i, a in enumerate(argv) if i and argv[i - 1] == "--against"]

@@ -10,11 +10,11 @@ last one winning: its default here < the recipe < the environment variable of it
 not empty (``W_STR=0.5``: what ``scripts/reproduce*.sh`` always read) < ``--set key=value``. A recipe or
 ``--set`` value is typed by the setting it sets (whole number, number, true/false, list, text); an unknown key is
 refused naming the file (or ``--set``) and the closest key. The pipeline then sees every setting as text
-(``TP='4'``, ``BENCHMARKS='rewardbench rmbench autoj'``) and :func:`thinkj.pipeline.validate` checks the values
+(``TP='4'``, ``BENCHMARKS='rewardbench rmbench autoj'``) and :func:`thinkj.pipeline.plan.validate` checks the values
 and the rules between them, once, before stage 1; its one-line error names where a value came from. A recipe's
 ``run_dir`` gets ``_seed<SEED>`` as the default one does; what BUILD_MODEL, SYNTHETIC_TASK and SHARED_DATA imply for
 MODEL_PROFILE, SOURCE_LOCATION, BENCHMARKS and BENCHMARK_DATA is filled in where those are not set
-(:func:`thinkj.pipeline_prep.derive_defaults`).
+(:func:`thinkj.pipeline.prep.derive_defaults`).
 """
 
 from __future__ import annotations
@@ -149,7 +149,7 @@ SETTINGS: tuple[Setting, ...] = (
     _s("BENCHMARK_DATA", "list", "", "local data per benchmark, 'autoj=FILE rmbench=DIR synthetic=FILE' [each "
                                      "benchmark's hub set; synthetic: SYNTHETIC_TASK's held-out pairs; autoj, "
                                      "rmbench: under SHARED_DATA when set]; the synthetic benchmark needs one"),
-    # What a run prepares for itself before load (thinkj/pipeline_prep.py; the CPU recipes use them)
+    # What a run prepares for itself before load (thinkj/pipeline/prep.py; the CPU recipes use them)
     _s("BUILD_MODEL", "str", "", "tiny = a model stage builds the tiny model in <RUN_DIR>/model with its profile "
                                  "<RUN_DIR>/model/tiny.yaml, the MODEL_PROFILE unless one is given [none]"),
     _s("SYNTHETIC_TASK", "str", "", "fruit | facts | constraints: a task stage writes the generated task's pairs to "
@@ -326,7 +326,13 @@ def resolve(recipe: str | os.PathLike | None = None, env: Mapping[str, str] | No
         values["RUN_DIR"] = f"runs/{name}{seeded}"
     elif not given("RUN_DIR", outside_recipe=True):  # a recipe's run folder is per seed, as the default is
         values["RUN_DIR"] += seeded
-    from thinkj.pipeline_prep import derive_defaults
+    from thinkj.pipeline.prep import derive_defaults
 
     derive_defaults(values, given)
     return RunSettings(values, origin)
+
+
+def env_settings(env: Mapping[str, str] | None = None) -> dict[str, str]:
+    """Every setting from the environment alone (empty or unset -> the default; a misspelt one is an error): what
+    ``python -m thinkj.pipeline`` runs. ``thinkj run RECIPE`` adds a recipe and ``--set`` (:func:`resolve`)."""
+    return resolve(env=env).values
