@@ -1,4 +1,6 @@
-"""The ``thinkj`` package's import graph has no cycles, and every reward is registered in one place.
+"""The ``thinkj`` package's import graph has no cycles, every reward is registered in one place, and the layout holds:
+the pipeline is one package that only the entry points import, reward designs know no engine, and the engine configs
+name adapter modules that exist.
 
 The graph is read from the source with ``ast``: module-level and function-level imports alike (a deferred import
 still ties two modules together), ``import a.b`` as an edge to ``a.b`` and ``from a import b`` as an edge to the
@@ -10,6 +12,7 @@ from __future__ import annotations
 
 import ast
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -132,6 +135,53 @@ def test_no_import_cycles_in_thinkj_rewards():
     # Stated on its own so that the allow-list above can never cover a rewards cycle.
     graph = import_graph(PACKAGE)
     assert not [c for c in cycles(graph) if any(m.startswith("thinkj.rewards") for m in c)]
+
+
+def test_the_pipeline_is_one_package_that_only_the_entry_points_import():
+    # Broken on purpose (a pipeline_x.py at the top of thinkj/, an import of thinkj.pipeline.plan from
+    # thinkj.data.cli): each fails here.
+    top = sorted(p.name for p in PACKAGE.glob("*.py"))
+    assert not [n for n in top if n.startswith("pipeline") or n in ("stage_runner.py", "run_settings.py")], top
+    graph = import_graph(PACKAGE)
+    assert {"thinkj.pipeline.plan", "thinkj.pipeline.run", "thinkj.pipeline.settings"} <= set(graph)
+    users = {m for m, deps in graph.items()
+             if not m.startswith("thinkj.pipeline") and any(d.startswith("thinkj.pipeline") for d in deps)}
+    assert users <= {"thinkj.cli", "thinkj.sweep.recipe_runs"}, f"the pipeline is imported from below: {users}"
+
+
+def test_reward_designs_know_no_engine():
+    """A design (``thinkj.rewards.designs``) neither registers itself nor imports an engine adapter; the adapters
+    (``thinkj.rewards.adapters``) are imported by no other part of ``thinkj.rewards``."""
+    graph = import_graph(PACKAGE)
+    designs = {m for m in graph if m.startswith("thinkj.rewards.designs.")}
+    assert {"thinkj.rewards.designs.judge", "thinkj.rewards.designs.twins"} <= designs
+    assert not {(m, d) for m in designs for d in graph[m]
+                if d.startswith("thinkj.rewards.adapters") or d in ("thinkj.rewards", "thinkj.rewards.registry")}
+    rest = {m for m in graph if m.startswith("thinkj.rewards") and not m.startswith("thinkj.rewards.adapters")}
+    assert not {(m, d) for m in rest for d in graph[m] if d.startswith("thinkj.rewards.adapters")}
+
+
+def _defines(path: Path, name: str) -> bool:
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    return any((isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and node.name == name)
+               or (isinstance(node, ast.Assign) and any(getattr(t, "id", None) == name for t in node.targets))
+               for node in tree.body)
+
+
+def test_the_configs_name_modules_that_exist():
+    """verl imports a reward by module path (``pkg://thinkj.rewards.adapters.verl``): every such path in configs/,
+    commented-out examples included, is an adapter module; every ``thinkj.<module>:<NAME>`` names a definition."""
+    modules = module_files(PACKAGE)
+    seen = []
+    for path in sorted((PACKAGE.parent / "configs").rglob("*.yaml")):
+        text = path.read_text(encoding="utf-8")
+        for module in re.findall(r"pkg://(thinkj\.[\w.]+)", text):
+            seen.append(module)
+            assert module in modules and module.startswith("thinkj.rewards.adapters."), f"{path}: pkg://{module}"
+        for module, name in re.findall(r"\b(thinkj\.[\w.]+):(\w+)", text):
+            assert module in modules and _defines(modules[module], name), f"{path}: {module}:{name}"
+    assert {"thinkj.rewards.adapters.verl", "thinkj.rewards.adapters.verl_twin",
+            "thinkj.rewards.adapters.verl_group"} <= set(seen)
 
 
 def test_rewards_are_registered_only_by_the_registry():

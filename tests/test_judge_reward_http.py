@@ -196,7 +196,7 @@ def test_through_verl_reward_managers(judge_server, tiny_model_dir):
         def cfg(*extra):
             return compose("ppo_trainer", overrides=[f"actor_rollout_ref.model.path={tiny_model_dir}",
                                                      "actor_rollout_ref.rollout.name=vllm", *extra])
-        ref_cfg = cfg("reward.custom_reward_function.path=pkg://thinkj.rewards.designs.pairwise_rm",
+        ref_cfg = cfg("reward.custom_reward_function.path=pkg://thinkj.rewards.adapters.verl_reference",
                       f"+reward.custom_reward_function.reward_kwargs.base_url={url}",
                       "+reward.custom_reward_function.reward_kwargs.backoff_s=0.01")
         split_cfg = cfg("+reward.custom_reward_function.reward_kwargs.group_preset=grm_listwise")  # 8 workers

@@ -285,7 +285,7 @@ def test_trl_twin_rows_and_sampler_keep_both_orders_in_one_generation_batch(tmp_
 
 # ---------------------------------------------------------------------------------- w_con needs twins, everywhere
 def test_w_con_is_a_validated_weight_refused_where_no_twin_is_seen(tmp_path):
-    from thinkj.online.trl_grpo import check_weights
+    from thinkj.online.trl_grpo import check_weights_with_twins
     from thinkj.rewards import get_preset
     from thinkj.rewards.adapters.trl import TRLReward
     from thinkj.rewards.adapters.verl import compute_score
@@ -301,10 +301,10 @@ def test_w_con_is_a_validated_weight_refused_where_no_twin_is_seen(tmp_path):
     with pytest.raises(ThinkJError, match="needs both orders"):
         TRLReward("thinkj_qwen", w_con=0.5)
     with pytest.raises(ThinkJError, match="needs both orders"):
-        check_weights("thinkj_qwen", {"w_con": 0.5})
-    check_weights("thinkj_qwen", {"w_con": 0.5}, "union")
+        check_weights_with_twins("thinkj_qwen", {"w_con": 0.5})
+    check_weights_with_twins("thinkj_qwen", {"w_con": 0.5}, "union")
     with pytest.raises(ThinkJError, match="--twins 'both'"):
-        check_weights("thinkj_qwen", {}, "both")
+        check_weights_with_twins("thinkj_qwen", {}, "both")
     spec = dict(model="m", train_files="d.parquet", out_dir=str(tmp_path / "o"), weights={"w_con": 1.0})
     with pytest.raises(LaunchError, match="needs both orders"):
         build_command(VerlLaunch(algo="grpo", **spec))

@@ -70,12 +70,12 @@ def rl(
         weights = parse_weights(weight)
     except LaunchError as err:
         raise typer.BadParameter(str(err)) from None
-    from thinkj.online.trl_grpo import check_weights
+    from thinkj.online.trl_grpo import check_weights_with_twins
 
     if engine == "verl" and twins != "off":
         raise typer.BadParameter("--twins is the TRL engine's option; verl takes both orders with --algo grpo_consistent")
     # an unknown, nan or negative weight would train a silently wrong ablation; w_con needs both orders in a step
-    check_weights(preset, weights, twins if engine == "trl" else "step" if algo == "grpo_consistent" else "off")
+    check_weights_with_twins(preset, weights, twins if engine == "trl" else "step" if algo == "grpo_consistent" else "off")
     for option, number in (("--steps", steps), ("--num-generations", num_generations),
                            ("--prompts-per-step", prompts_per_step), ("--max-completion-length", max_completion_length),
                            ("--nnodes", nnodes), ("--gpus-per-node", gpus_per_node)):

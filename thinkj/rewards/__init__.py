@@ -1,7 +1,8 @@
 """Reward presets by name: one registry behind the verl and TRL adapters.
 
-``Preset`` (and ``GroupReward``) live in ``thinkj.rewards.presets``; every reward is registered in
-``thinkj.rewards.registry``; the group-level rewards' TRL adapter is ``thinkj.rewards.adapters.trl_group``.
+``Preset`` (and ``GroupReward``) live in ``thinkj.rewards.presets``, the rule every adapter applies to their
+weights in ``thinkj.rewards.weights``; every reward is registered in ``thinkj.rewards.registry``. The rewards
+themselves are ``thinkj.rewards.designs``; ``thinkj.rewards.adapters`` hands them to verl and TRL.
 """
 
 from __future__ import annotations

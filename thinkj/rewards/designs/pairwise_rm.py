@@ -9,24 +9,19 @@ One judgment of candidate X against Y gives X the signed preference::
     p = +s/3  if the judge prefers X,   -s/3  if it prefers Y,   0  if unparsed, a tie, or the request failed
     (s = the stated strength 1-3; a missing or out-of-range strength counts as 1)
 
-Round robin (group preset ``thinkj_round_robin``): every pair (i, j) of the group is judged as (i, j) and
-(j, i); reward_i = mean of p over i's 2(n-1) judgments, in [-1, 1]. Reference (per sample, verl async
-``compute_score`` here): the candidate against ``ground_truth["reference"]`` in both orders; reward = mean of
-the two p, in [-1, 1]. Keys: score, win_rate (share of judgments the candidate won), n_judgments, n_parsed,
-consistency (share of its pairs whose two orders agreed on the winner), judge_failure_rate and judge_latency_s
-(the group's requests); reference mode adds ``gold_error`` (``REFERENCE_KEYS``: a ground truth without a usable
-reference scores 0 and sends nothing). A failed request (after retries) gives p = 0 but is counted: above ``max_failure_rate``
-the reward raises ``JudgeUnavailableError`` and the run stops (``thinkj.rewards.designs.judge_http``).
-For the schemes with swap-averaged verdicts, knockout, anchors and Bradley-Terry see ``thinkj.rewards.designs.pairwise_group``.
+Round robin (group preset ``thinkj_round_robin``): every pair (i, j) of the group is judged as (i, j) and (j, i);
+reward_i = mean of p over i's 2(n-1) judgments, in [-1, 1]. Reference (per sample, :func:`reference_score`; verl's
+async ``compute_score``: ``thinkj.rewards.adapters.verl_reference``): the candidate against
+``ground_truth["reference"]`` in both orders; reward = mean of the two p, in [-1, 1]. Keys: score, win_rate (share of
+judgments the candidate won), n_judgments, n_parsed, consistency (share of its pairs whose two orders agreed on the
+winner), judge_failure_rate and judge_latency_s (the group's requests); reference mode adds ``gold_error``
+(``REFERENCE_KEYS``: a ground truth without a usable reference scores 0 and sends nothing). A failed request (after
+retries) gives p = 0 but is counted: above ``max_failure_rate`` the reward raises ``JudgeUnavailableError`` and the
+run stops (``thinkj.rewards.designs.judge_http``). For the schemes with swap-averaged verdicts, knockout, anchors and
+Bradley-Terry see ``thinkj.rewards.designs.pairwise_group``.
 
 A group of one gets score 0 (nothing to compare). Cost: round robin sends n(n-1) requests per group,
 reference 2 per sample.
-
-verl, reference mode (ground truth ``{"reference": "..."}``, the conversation in ``extra_info["prompt"]``)::
-
-    reward.custom_reward_function.path=pkg://thinkj.rewards.designs.pairwise_rm
-    reward.custom_reward_function.name=compute_score
-    ++reward.custom_reward_function.reward_kwargs.base_url=http://JUDGE_HOST:8000/v1
 """
 
 from __future__ import annotations
@@ -36,10 +31,8 @@ from typing import Any
 
 from thinkj.prompts import get_template
 from thinkj.records import PreferencePair
-from thinkj.rewards.adapters.verl_kwargs import VERL_CALL_KWARGS, WHERE
 from thinkj.rewards.designs.judge_http import GUARD_DEFAULTS, JudgeBatch, guard_settings, judge_batch
 from thinkj.rewards.gold import mapping, shown
-from thinkj.rewards.weights import check_weights
 from thinkj.verdict_parser import STRENGTH_RANGE, parse_verdict
 
 PAIRWISE_KEYS = ("score", "win_rate", "n_judgments", "n_parsed", "consistency", "judge_failure_rate", "judge_latency_s")
@@ -153,17 +146,3 @@ async def reference_score(prompt: Any, text: str, ground_truth: Any, **kw: Any) 
     return {"score": p, "win_rate": wins / 2, "n_judgments": 2, "n_parsed": int(first[2]) + int(second[2]),
             "consistency": float(agree), "judge_failure_rate": batch.failure_rate, "judge_latency_s": batch.latency_s,
             "gold_error": 0.0}
-
-
-async def compute_score(data_source: str | None = None, solution_str: str = "", ground_truth: Any = None,
-                        extra_info: dict | None = None, **kwargs: Any) -> dict[str, Any]:
-    """verl ``custom_reward_function`` (async; verl 0.9.1's reward managers await coroutine functions).
-
-    Every reward_kwargs entry must be a setting of :data:`PAIRWISE_DEFAULTS` with a usable value (checked as the
-    per-sample adapter checks its weights, ``thinkj.rewards.weights``); verl's own keywords and the base config's
-    ``preset`` (read by ``thinkj.rewards.adapters.verl``, not here) are set aside."""
-    settings = {k: v for k, v in kwargs.items() if k not in VERL_CALL_KWARGS and k != "preset"}
-    weights = check_weights("thinkj.rewards.designs.pairwise_rm.compute_score", PAIRWISE_DEFAULTS, settings,
-                            kinds=PAIRWISE_KINDS, where=WHERE)
-    prompt = (extra_info or {}).get("prompt") or (extra_info or {}).get("question") or ""
-    return await reference_score(prompt, solution_str, ground_truth, **weights)
