@@ -136,7 +136,7 @@ CASES = [
      "jb_wrong_category.jsonl, line 1, field 'category': 'coding' is not the category of source 'livebench-math'"),
     ("eval score: JudgeBench record without response model", ["eval", "score", "judgebench", "{jb_no_model}"],
      "jb_no_model.jsonl, line 1, field 'response_model': missing"),
-    # thinkj run: the learning and evaluation settings (pipeline_learn), refused before any stage
+    # thinkj run: the learning and evaluation settings (pipeline.learn), refused before any stage
     ("run: an unknown LEARNING", ["run", "configs/recipes/tiny-cpu.yaml", "--dry-run", "--set", "learning=bothh"],
      "LEARNING='bothh': must be one of"),
     ("run: an unknown EVAL_ROWS row", ["run", "configs/recipes/tiny-cpu.yaml", "--dry-run", "--set",

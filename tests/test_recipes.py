@@ -3,7 +3,7 @@
 Each run below is a real subprocess (``thinkj run``, ``bash scripts/reproduce_<model>.sh``, ``python -m
 thinkj.pipeline``) in dry-run mode: fast, no engine. Broken once on purpose to see these fail: the 32B recipe's
 ``tp: 4`` changed to 2 (the parity with the old script's settings failed), the environment layer dropped from
-``run_settings.resolve`` (``W_STR=0.5`` planned the default run), the unknown-key check of ``read_recipe`` removed
+``settings.resolve`` (``W_STR=0.5`` planned the default run), the unknown-key check of ``read_recipe`` removed
 (a recipe's ``w_strr`` was ignored).
 """
 
@@ -182,7 +182,7 @@ def _stages(out: str) -> list[str]:
 def test_reproduce_cpu_is_its_recipe_plus_the_model_and_task_stages(model, shared, tmp_path):
     """``DRY_RUN=1 bash scripts/reproduce_cpu.sh`` == ``thinkj run configs/recipes/X-cpu.yaml --dry-run`` == the plan
     the old script made (its exported task paths, profile and teacher URL) with the model and task stages in front.
-    Broken on purpose: without pipeline_prep.derive_defaults in run_settings.resolve, the recipe was refused (synthetic
+    Broken on purpose: without pipeline.prep.derive_defaults in settings.resolve, the recipe was refused (synthetic
     with no BENCHMARK_DATA)."""
     run_dir = tmp_path / "run"
     extra = {"SHARED_DATA": shared} if shared else {}
@@ -204,7 +204,7 @@ def test_reproduce_cpu_is_its_recipe_plus_the_model_and_task_stages(model, share
 
 
 def test_cpu_settings_fill_in_only_what_is_not_given(tmp_path):
-    """The preparation settings' defaults (pipeline_prep.derive_defaults) yield to a value given anywhere, except
+    """The preparation settings' defaults (pipeline.prep.derive_defaults) yield to a value given anywhere, except
     that SHARED_DATA extends a recipe's BENCHMARKS (not one from the environment or --set)."""
     tiny = ROOT / "configs" / "recipes" / "tiny-cpu.yaml"
     values = resolve(tiny, env={}).values
@@ -227,7 +227,7 @@ def test_cpu_settings_fill_in_only_what_is_not_given(tmp_path):
 def test_a_real_run_validates_what_its_stages_will_create(tmp_path):
     """Not a dry run, a fresh run folder: the tiny profile and the task's held-out pairs do not exist yet, and the
     settings are valid (the model and task stages write them). Broken on purpose: with the planned-file exception
-    removed from pipeline_checks.benchmark_data, 'BENCHMARK_DATA: synthetic=...: no such file' failed this."""
+    removed from pipeline.checks.benchmark_data, 'BENCHMARK_DATA: synthetic=...: no such file' failed this."""
     from thinkj.pipeline.plan import plan, validate
 
     values = resolve(ROOT / "configs" / "recipes" / "tiny-cpu.yaml", env={"RUN_DIR": str(tmp_path / "run")}).values
