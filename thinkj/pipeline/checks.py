@@ -1,6 +1,6 @@
 """The pipeline's checks of settings: list-valued ones (LlamaFactory and verl overrides, BENCHMARK_DATA) and the
 small value rules (a whole number, a finite number, one of a list). Each fails in one line naming the setting,
-before stage 1; :mod:`thinkj.pipeline` calls them from ``validate`` and ``plan``."""
+before stage 1; :mod:`thinkj.pipeline.plan` (``validate``, ``plan``) and :mod:`thinkj.pipeline.learn` call them."""
 
 from __future__ import annotations
 
