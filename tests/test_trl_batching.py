@@ -1,0 +1,106 @@
+"""TRL GRPO's step layout (thinkj/online/trl_batching.py): how many rollouts go through one forward and backward,
+gradient checkpointing and the rollout engine, the exact fields handed to TRL's GRPOConfig, and -- with TRL's own
+trainer on the tiny judge -- that micro-batches with gradient accumulation make the same update as one batch.
+
+Break tried once: ``gradient_accumulation_steps`` set to 1 whatever the micro-batch (TRL then takes one update per
+micro-batch): the same-update test fails (weights differ after the step) and the GRPOConfig test fails on
+steps_per_generation.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from thinkj.errors import ThinkJError
+from thinkj.online.trl_batching import GPU_MICRO_BATCH, micro_batch_size, rollout_engine, step_layout
+from thinkj.records import write_jsonl
+from thinkj.synthetic.fruit_task import make_pairs
+
+
+def test_micro_batch_arithmetic():
+    assert micro_batch_size(0, 32, cpu=True) == 32  # a CPU keeps every rollout of a step in one pass
+    assert micro_batch_size(0, 64, cpu=False) == GPU_MICRO_BATCH == 8
+    assert micro_batch_size(0, 12, cpu=False) == 6  # the largest divisor of the step up to 8
+    assert micro_batch_size(0, 7, cpu=False) == 7 and micro_batch_size(0, 11, cpu=False) == 1
+    assert micro_batch_size(16, 64, cpu=True) == 16
+    for bad in (3, 65, -1):
+        with pytest.raises(ThinkJError, match="micro_batch"):
+            micro_batch_size(bad, 64, cpu=False)
+    with pytest.raises(ThinkJError, match="whole number"):
+        micro_batch_size(True, 64, cpu=False)
+
+
+def test_layout_checkpointing_and_rollouts():
+    cpu = step_layout(rollouts=32, micro_batch=0, gradient_checkpointing=None, rollout="auto", cpu=True, twins=False,
+                      extra={})
+    assert (cpu.micro_batch, cpu.accumulation, cpu.gradient_checkpointing, cpu.rollout) == (32, 1, False, "hf")
+    assert cpu.grpo_config_fields() == {"per_device_train_batch_size": 32, "gradient_accumulation_steps": 1,
+                                        "gradient_checkpointing": False, "use_vllm": False}
+    assert rollout_engine("auto", cpu=False, twins=True, extra={})[0] == "hf"  # the twin sampler's own batches
+    assert rollout_engine("hf", cpu=False, twins=False, extra={}) == ("hf", "asked for")
+    assert rollout_engine("auto", cpu=False, twins=False, extra={"use_vllm": False}) == ("hf", "use_vllm=False given")
+    for asked, cpu_, twins, says in (("vllm", True, False, "needs a GPU"), ("vllm", False, True, "twin sampler"),
+                                     ("gpu", False, False, "choose one of")):
+        with pytest.raises(ThinkJError, match=says):
+            rollout_engine(asked, cpu=cpu_, twins=twins, extra={})
+    with pytest.raises(ThinkJError, match="micro_batch=N"):
+        step_layout(rollouts=32, micro_batch=0, gradient_checkpointing=None, rollout="hf", cpu=True, twins=False,
+                    extra={"per_device_train_batch_size": 4})
+    off = step_layout(rollouts=64, micro_batch=0, gradient_checkpointing=None, rollout="hf", cpu=False, twins=False,
+                      extra={"gradient_checkpointing": False})
+    assert (off.micro_batch, off.accumulation, off.gradient_checkpointing) == (8, 8, False)
+
+
+def test_vllm_rollouts_only_where_vllm_imports():
+    from thinkj.online.trl_batching import vllm_import_problem
+
+    problem = vllm_import_problem()
+    engine, why = rollout_engine("auto", cpu=False, twins=False, extra={})
+    assert (engine == "vllm") == (problem is None) and (problem is None or why == problem)
+
+
+def test_grpo_config_gets_the_layout(tiny_model_dir, tmp_path):
+    from thinkj.online.trl_grpo import GRPORun, _grpo_config
+
+    write_jsonl(tmp_path / "pairs.jsonl", [p for p in make_pairs(12, seed=3) if p.label != "tie"][:4])
+    base = dict(model=str(tiny_model_dir), data=str(tmp_path / "pairs.jsonl"), out_dir=str(tmp_path / "run"),
+                num_generations=4, prompts_per_step=4)
+    whole = _grpo_config(GRPORun(**base), tmp_path / "ckpt", cpu=True)
+    assert (whole.per_device_train_batch_size, whole.gradient_accumulation_steps, whole.steps_per_generation,
+            whole.generation_batch_size, whole.gradient_checkpointing, whole.use_vllm) == (16, 1, 1, 16, False, False)
+    split = _grpo_config(GRPORun(**base, micro_batch=4), tmp_path / "ckpt", cpu=True)
+    assert (split.per_device_train_batch_size, split.gradient_accumulation_steps, split.steps_per_generation,
+            split.generation_batch_size, split.num_generations) == (4, 4, 4, 16, 4)
+    twins = _grpo_config(GRPORun(**base, twins="union", micro_batch=8), tmp_path / "ckpt", cpu=True)
+    assert (twins.per_device_train_batch_size, twins.gradient_accumulation_steps, twins.generation_batch_size,
+            twins.num_generations) == (8, 4, 32, 8)
+    with pytest.raises(ThinkJError, match="must divide the 16 rollouts"):
+        _grpo_config(GRPORun(**base, micro_batch=6), tmp_path / "ckpt", cpu=True)
+
+
+@pytest.mark.slow
+def test_micro_batches_make_the_same_update_as_one_batch(judge, tmp_path):
+    """One GRPO step of TRL's own trainer from the tiny judge, all 16 rollouts in one pass vs 4 micro-batches of 4:
+    the same seed gives the same rollouts, and the accumulated gradient (TRL's "dapo" loss divides by the whole
+    generation batch's tokens) the same weights, up to float error. The weights must move at all."""
+    import torch
+    from safetensors.torch import load_file
+
+    from thinkj.online.trl_grpo import GRPORun, run_trl_grpo
+
+    write_jsonl(tmp_path / "pairs.jsonl", [p for p in make_pairs(16, seed=5) if p.label != "tie"][:8])
+    weights = {}
+    for micro in (0, 4):
+        out = tmp_path / f"micro{micro}"
+        summary = run_trl_grpo(GRPORun(model=str(judge), data=str(tmp_path / "pairs.jsonl"), out_dir=str(out),
+                                       steps=1, num_generations=4, prompts_per_step=4, learning_rate=1e-3,
+                                       max_completion_length=48, device="cpu", micro_batch=micro,
+                                       extra={"shuffle_dataset": False}))
+        assert summary["layout"]["micro_batch"] == (16 if micro == 0 else 4)
+        weights[micro] = load_file(str(out / "model" / "model.safetensors"))
+    start = load_file(str(judge / "model.safetensors"))
+    moved = max((weights[0][k] - start[k]).abs().max().item() for k in start)
+    gap = max((weights[0][k] - weights[4][k]).abs().max().item() for k in start)
+    assert moved > 1e-4, moved
+    assert gap < 1e-3 * moved, (gap, moved)
+    assert all(torch.isfinite(w).all() for w in weights[4].values())

@@ -1,0 +1,121 @@
+"""How a TRL GRPO step is laid out on the device: micro-batches, gradient checkpointing, and the rollout engine.
+
+A step generates ``prompts_per_step x num_generations`` rollouts (x 2 with both orders). One optimizer update per
+step is the algorithm; how many of those rollouts go through one forward and backward is memory, not maths. TRL
+0.24 computes the advantages over the whole generation batch, then splits it into ``steps_per_generation``
+micro-batches of ``per_device_train_batch_size`` rows and accumulates their gradients; its default loss ("dapo")
+divides every micro-batch's token sum by the generation batch's token count (``num_items_in_batch``), so the
+accumulated gradient is the one-batch gradient (``trl/trainer/grpo_trainer.py``, ``_compute_loss``).
+
+- **micro-batch** (``GRPORun.micro_batch``; 0 = automatic): on a CPU every rollout of a step in one pass (the
+  runs of experiments/LOG.md); on a GPU at most :data:`GPU_MICRO_BATCH` rollouts a pass -- a 1.2 B model with
+  all 64 rollouts of 512 tokens in one pass ran out of memory on a 141 GB H200 (issue 52). It must divide the
+  step's rollouts.
+- **gradient checkpointing** (``GRPORun.gradient_checkpointing``; None = automatic): on for a GPU, off on a CPU
+  (the tiny and 135 M models fit; recomputation only costs time there).
+- **rollouts** (``GRPORun.rollout``: auto | hf | vllm): vLLM colocated in the training process
+  (``use_vllm=True, vllm_mode="colocate"``) on a GPU where ``import vllm`` works; transformers' ``generate``
+  otherwise. The choice and its reason are printed and kept in the run's summary.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from thinkj.errors import ThinkJError
+
+GPU_MICRO_BATCH = 8  # assumption: 8 rollouts of up to ~4 k tokens a pass fit a 1-2 B policy on one 80 GB GPU
+ROLLOUTS = ("auto", "hf", "vllm")
+
+
+@dataclass(frozen=True)
+class StepLayout:
+    rollouts: int  # per optimizer step (= TRL's generation batch)
+    micro_batch: int  # rows per forward and backward (per_device_train_batch_size)
+    accumulation: int  # micro-batches per optimizer step (gradient_accumulation_steps = steps_per_generation)
+    gradient_checkpointing: bool
+    rollout: str  # "hf" | "vllm"
+    rollout_why: str
+
+    def grpo_config_fields(self) -> dict[str, Any]:
+        """What :class:`trl.GRPOConfig` gets for this layout (TRL then sets steps_per_generation = accumulation)."""
+        fields: dict[str, Any] = {"per_device_train_batch_size": self.micro_batch,
+                                  "gradient_accumulation_steps": self.accumulation,
+                                  "gradient_checkpointing": self.gradient_checkpointing,
+                                  "use_vllm": self.rollout == "vllm"}
+        if self.rollout == "vllm":
+            fields["vllm_mode"] = "colocate"
+        return fields
+
+    def describe(self) -> str:
+        return (f"TRL step: {self.rollouts} rollouts in {self.accumulation} micro-batch(es) of {self.micro_batch}; "
+                f"gradient checkpointing {'on' if self.gradient_checkpointing else 'off'}; rollouts by "
+                f"{'vLLM (colocated)' if self.rollout == 'vllm' else 'transformers generate'}: {self.rollout_why}")
+
+
+def micro_batch_size(asked: int, rollouts: int, cpu: bool, where: str = "micro_batch") -> int:
+    """The rows of one forward and backward: ``asked`` (checked: it divides the step's ``rollouts``), or with 0 all
+    of them on a CPU and the largest divisor of ``rollouts`` up to :data:`GPU_MICRO_BATCH` on a GPU."""
+    if isinstance(asked, bool) or not isinstance(asked, int) or asked < 0:
+        raise ThinkJError(f"{where}={asked!r}: must be a whole number >= 0 (0: automatic)")
+    if asked == 0:
+        return rollouts if cpu else max(d for d in range(1, min(rollouts, GPU_MICRO_BATCH) + 1) if rollouts % d == 0)
+    if asked > rollouts or rollouts % asked:
+        raise ThinkJError(f"{where}={asked}: must divide the {rollouts} rollouts of a step (prompts per step x "
+                          "generations, x 2 with both orders), so that every step is one whole optimizer update")
+    return asked
+
+
+def vllm_import_problem() -> str | None:
+    """None when ``import vllm`` works here, else why not (one line)."""
+    try:
+        import vllm  # noqa: F401
+    except Exception as exc:  # noqa: BLE001 -- any failure to import means "use transformers", said with its reason
+        return f"vLLM does not import ({type(exc).__name__}: {' '.join(str(exc).split())[:160]})"
+    return None
+
+
+def rollout_engine(asked: str, cpu: bool, twins: bool, extra: dict[str, Any]) -> tuple[str, str]:
+    """("hf" | "vllm", why). A ``use_vllm`` given among the GRPOConfig overrides decides; else ``asked``."""
+    if asked not in ROLLOUTS:
+        raise ThinkJError(f"rollout={asked!r}: choose one of {', '.join(ROLLOUTS)}")
+    if "use_vllm" in extra:
+        asked = "vllm" if extra["use_vllm"] else "hf"
+        reason = f"use_vllm={extra['use_vllm']} given"
+    else:
+        reason = "asked for" if asked != "auto" else ""
+    if asked == "hf":
+        return "hf", reason
+    if twins:
+        if asked == "vllm":
+            raise ThinkJError("rollout=vllm: with --twins the twin sampler lays out each generation batch, and TRL's "
+                              "vLLM path regroups prompts itself; use rollout=hf")
+        return "hf", "both orders in one step (--twins) run without vLLM"
+    if cpu:
+        if asked == "vllm":
+            raise ThinkJError("rollout=vllm: vLLM colocated with training needs a GPU (--device gpu)")
+        return "hf", "on a CPU"
+    problem = vllm_import_problem()
+    if problem:
+        if asked == "vllm":
+            raise ThinkJError(f"rollout=vllm: {problem}")
+        return "hf", problem
+    return "vllm", reason or "a GPU and vLLM imports"
+
+
+def step_layout(*, rollouts: int, micro_batch: int, gradient_checkpointing: bool | None, rollout: str, cpu: bool,
+                twins: bool, extra: dict[str, Any]) -> StepLayout:
+    """The layout of one step, each setting checked; GRPOConfig overrides of the same fields are refused (they
+    would undo the one-update-per-step arithmetic) except ``use_vllm`` and ``gradient_checkpointing``."""
+    clash = [k for k in ("per_device_train_batch_size", "gradient_accumulation_steps", "steps_per_generation",
+                         "generation_batch_size") if k in extra]
+    if clash:
+        raise ThinkJError(f"TRL override {clash[0]}: a step's rollouts come from --prompts-per-step and "
+                          "--num-generations, and how many go through one pass from micro_batch=N")
+    micro = micro_batch_size(micro_batch, rollouts, cpu)
+    checkpointing = (not cpu) if gradient_checkpointing is None else bool(gradient_checkpointing)
+    if "gradient_checkpointing" in extra:
+        checkpointing = bool(extra["gradient_checkpointing"])
+    engine, why = rollout_engine(rollout, cpu, twins, extra)
+    return StepLayout(rollouts, micro, rollouts // micro, checkpointing, engine, why)
