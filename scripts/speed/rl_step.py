@@ -4,6 +4,9 @@ settings: s/step, rollouts/s and where one step's time goes.
     python scripts/speed/rl_step.py                                 # SmolLM2-135M-Instruct, both engines, 3 steps
     python scripts/speed/rl_step.py --engines trl --steps 4 --generations 4 --prompts 2
     python scripts/speed/rl_step.py --model tiny --steps 2          # the 0.4 M-parameter model: a quick check
+    # one GPU, 8 prompts x 8 rollouts x 512 tokens, every rollout in one pass vs GRPORun's GPU layout
+    python scripts/speed/rl_step.py --engines trl --device gpu --settings gpu_before,gpu_after --model MODEL_DIR \
+        --prompts 8 --generations 8 --max-completion 512
 
 A benchmark, not a test: it trains on ``--prompts`` x ``--generations`` rollouts of the demo's facts pairs (judge
 template ``judge_strength_v2``, Think-J reward ``thinkj_qwen``, beta 0.001, the demo's 96-token completions) from a
@@ -177,12 +180,14 @@ def run_trl(setting: str, model: str, data: Path, out: Path, args: argparse.Name
 
     setting_fields = dict(TRL_SETTINGS[setting])
     extra = setting_fields.pop("extra")
+    if setting_fields.get("micro_batch") == "all":  # every rollout of a step in one pass (what ran out of memory)
+        setting_fields["micro_batch"] = args.generations * args.prompts
     with trl_clock() as clock:
         run_trl_grpo(GRPORun(
             model=model, data=str(data), out_dir=str(out), preset="thinkj_qwen", template="judge_strength_v2",
             steps=args.steps, learning_rate=5e-6, beta=0.001, num_generations=args.generations,
             prompts_per_step=args.prompts, max_completion_length=args.max_completion, save_steps=10_000,
-            seed=0, device="cpu", extra=extra, **setting_fields), force=True)
+            seed=0, device=args.device, extra=extra, **setting_fields), force=True)
     state = json.loads((out / "trainer_state.json").read_text())
     lengths = [h["completions/mean_length"] for h in state["log_history"] if "completions/mean_length" in h]
     return [{**trl_breakdown(s), "completion_tokens": n} for s, n in zip(clock.steps, lengths)]
@@ -196,6 +201,10 @@ TRL_SETTINGS: dict[str, dict[str, Any]] = {
     "before": {"shared_prefix": False, "rollout_bf16": False, "extra": DEMO_EXTRA},
     "prefix": {"shared_prefix": True, "rollout_bf16": False, "extra": DEMO_EXTRA},
     "bf16_rollout": {"shared_prefix": False, "rollout_bf16": True, "extra": DEMO_EXTRA},
+    # one GPU (issue 52): all rollouts in one pass, transformers generate, no checkpointing; then GRPORun's GPU
+    # defaults (micro-batches of up to 8, gradient checkpointing, vLLM colocated where it imports)
+    "gpu_before": {"micro_batch": "all", "gradient_checkpointing": False, "rollout": "hf", "extra": {}},
+    "gpu_after": {"extra": {}},
     "fused_adamw": {"shared_prefix": False, "rollout_bf16": False,
                     "extra": {**DEMO_EXTRA, "optim": "adamw_torch_fused"}},
     "after": {"extra": DEMO_EXTRA},
@@ -272,6 +281,7 @@ def main() -> None:
     ap.add_argument("--settings", default="before,after", help="comma-separated: before, after")
     ap.add_argument("--model", default="smollm2", help="a catalog name, a model folder, or tiny")
     ap.add_argument("--steps", type=int, default=3)
+    ap.add_argument("--device", default="cpu", choices=("cpu", "gpu"), help="trl: where the run trains")
     ap.add_argument("--generations", type=int, default=4, help="rollouts per prompt (the group)")
     ap.add_argument("--prompts", type=int, default=2, help="prompts per step")
     ap.add_argument("--max-completion", type=int, default=96)
@@ -297,6 +307,11 @@ def main() -> None:
                 row = {"engine": engine, "setting": setting, "model": args.model, "rollouts_per_step": rollouts,
                        "steps": len(steps), **summarise(steps, rollouts),
                        "run_wall_s": round(time.perf_counter() - start, 1)}
+                if args.device == "gpu":  # peak memory of this run (the GPU runs train in this process)
+                    import torch
+
+                    row["peak_gpu_gib"] = round(torch.cuda.max_memory_allocated() / 2**30, 1)
+                    torch.cuda.reset_peak_memory_stats()
                 results.append(row)
                 print(json.dumps(row), flush=True)
     print(f"\n{'engine':6} {'setting':8} {'s/step':>7} {'rollouts/s':>10} {'first':>6}  "
