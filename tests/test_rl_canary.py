@@ -139,6 +139,29 @@ def init_judge(tmp_path_factory):
     return get
 
 
+def test_the_generation_criterion_sees_a_collapse_and_tolerates_noise():
+    """The right arm must keep its own answers: greedy accuracy may fall by at most MAX_GEN_FALL (0.05 of the 128
+    held-out judgments) and the parse rate by at most MAX_PARSE_FALL; a teacher-forced pass alone is not enough."""
+    from thinkj.online.canary import MAX_GEN_FALL, generation_held
+
+    def reading(right: int, parsed: int, n: int = 128) -> dict:
+        return {"accuracy": right / n, "parse_rate": parsed / n, "a_share": 0.5,
+                "correct": [True] * right + [False] * (n - right)}
+
+    init = reading(76, 128)
+    assert generation_held(init, reading(90, 128))["held"]  # rose
+    assert generation_held(init, reading(70, 128))["held"]  # fell by 6 of 128 (0.047): noise of a side change
+    assert not generation_held(init, reading(69, 128))["held"]  # 7 of 128: more than MAX_GEN_FALL
+    assert not generation_held(init, reading(76, 121))["held"]  # as right, but 7 answers lost their verdict
+    collapsed = generation_held(init, reading(0, 0))  # verl's right arm 3: reward 1.25 -> 0.57 (LOG, session 14)
+    assert not collapsed["held"] and collapsed["fall"] == pytest.approx(76 / 128) and MAX_GEN_FALL == 0.05
+    learned = {"learned": True, "rise": 0.09, "p_one_sided": 1e-9, "arm": "right"}
+    control = {"learned": False, "rise": -0.2, "arm": "flipped"}
+    holds, why = canary_verdict({**learned, "generation": collapsed}, control)
+    assert not holds and "lost its own answers" in why
+    assert canary_verdict({**learned, "generation": generation_held(init, reading(90, 128))}, control)[0]
+
+
 def test_a_canary_arm_keeps_the_callers_grpoconfig_fields_beside_its_own(tmp_path):
     """canary_arm sets TRL's shuffle_dataset itself; a caller's ``extra`` joins it instead of clashing with it (a
     duplicate keyword before): the arm gets as far as checking its model."""
@@ -157,7 +180,7 @@ def test_trl_grpo_learns_the_canary_and_not_the_control(tmp_path, init_judge, se
     control = canary_arm(init, tmp_path, seed=seed, control=CONTROL, before=before)
     print(f"seed {seed}: right {right}\ncontrol {control}")
     holds, why = canary_verdict(right, control)
-    assert holds, why
+    assert holds, why  # includes right["generation"]["held"]: its own greedy answers did not fall
     assert control["rise"] < right["rise"]
 
 
