@@ -100,3 +100,12 @@ def test_cluster_bootstrap_hand_worked_and_blind_to_duplicates():
     assert paired_test(later * 2, earlier * 2, list(range(15)) * 2)["diff_ci95"] == list(once)
     with pytest.raises(ValueError, match="equally long"):
         cluster_bootstrap_ci(later, earlier, list(range(14)))
+
+
+def test_design_effect_p_hand_worked():
+    from thinkj.stats import design_effect_p
+
+    # 8 vs 0: z = 8 / sqrt(8) = 2.83; at design effect 2, z = 8 / sqrt(16) = 2: two-sided 0.0455
+    assert design_effect_p(8, 0, 2.0) == pytest.approx(0.0455, abs=5e-5)
+    assert design_effect_p(8, 0, 1.0) == pytest.approx(0.00468, abs=5e-6)
+    assert design_effect_p(5, 5, 3.0) == 1.0 and design_effect_p(0, 0, 2.0) == 1.0

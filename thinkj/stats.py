@@ -62,6 +62,19 @@ def mcnemar_exact(only_first: int, only_second: int) -> float:
     return min(1.0, 2.0 * tail)
 
 
+def design_effect_p(only_first: int, only_second: int, design_effect: float) -> float:
+    """Two-sided p of McNemar's normal approximation, z = (b - c) / sqrt(b + c), with the variance inflated by a
+    design effect (Kish, Survey Sampling, 1965: 1 + (m - 1) rho for clusters of m with intra-cluster correlation
+    rho; with rho = 1 and unequal clusters, sum m^2 / sum m). A rough re-reading of summary counts whose records are
+    gone, not a test of the records: it assumes the discordant judgments spread over the clusters as all judgments
+    do."""
+    n = only_first + only_second
+    if n == 0:
+        return 1.0
+    z = abs(only_first - only_second) / math.sqrt(n * design_effect)
+    return math.erfc(z / math.sqrt(2.0))
+
+
 def successes_needed_above(upper: float, n: int, z: float = Z95) -> int | None:
     """The fewest successes out of ``n`` whose Wilson interval lies wholly above ``upper`` (None: not even ``n``)."""
     for k in range(n + 1):
