@@ -13,10 +13,11 @@ metric past the bar by sharpening the init's own leaning (experiments/LOG.md, "R
 
 In ``make test`` (``-m rl_canary``): TRL GRPO seed 0 (~2.5 min with the init). Opt-in (``-m "rl_canary and
 opt_in"``): TRL seed 1; verl GRPO (its right arm also validates on the held-out pairs and runs
-tests/test_verl_cpu_validation.py's check), ``grpo_consistent``, PPO and Reinforce++ (~6.5 min each). verl's are
-opt-in because they are not reliable yet: with both gold sides in every step verl GRPO's right arm rose on 5 of 5
-runs but passed the +0.05 bar on 3 (its rollouts are not reproducible; experiments/LOG.md, "RL canaries: why verl
-GRPO drifts").
+tests/test_verl_cpu_validation.py's check), ``grpo_consistent``, PPO and Reinforce++ (~6.5 min each at 30 steps;
+verl GRPO runs 60 steps, ~9-10 min a pair of arms). verl's are opt-in for their time and because verl's rollouts are
+not reproducible (one run is one draw): with both gold sides in every step verl GRPO's right arm passed the +0.05
+bar on 3 of 5 runs at 30 steps, and on 5 of 5 at 60 (+0.088 to +0.107; experiments/LOG.md, "RL canaries: why verl
+GRPO drifts" and "verl GRPO canary at 60 steps").
 """
 
 from __future__ import annotations
