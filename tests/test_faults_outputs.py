@@ -74,7 +74,7 @@ def test_a_rerun_with_a_bad_input_leaves_the_finished_run_alone(tmp_path, tiny_m
     elif case == "bad group size":
         extra = ["--prompts-per-step", "1", "per_device_train_batch_size=3"]
     elif case == "bad micro batch":  # 2 rollouts a step: 3 cannot divide them
-        extra = ["--prompts-per-step", "1", "micro_batch=3"]
+        extra = ["--prompts-per-step", "1", "--micro-batch", "3"]
     proc = _rl(tmp_path, out, model, data, *extra)
     assert proc.returncode == 2, (proc.stdout[-2000:], proc.stderr[-2000:])
     lines = proc.stderr.strip().splitlines()

@@ -12,7 +12,7 @@ from __future__ import annotations
 import pytest
 
 from thinkj.errors import ThinkJError
-from thinkj.online.trl_batching import GPU_MICRO_BATCH, micro_batch_size, rollout_engine, step_layout
+from thinkj.online.trl_batching import GPU_MICRO_BATCH, StepLayout, micro_batch_size, rollout_engine, step_layout
 from thinkj.records import write_jsonl
 from thinkj.synthetic.fruit_task import make_pairs
 
@@ -31,32 +31,42 @@ def test_micro_batch_arithmetic():
 
 
 def test_layout_checkpointing_and_rollouts():
-    cpu = step_layout(rollouts=32, micro_batch=0, gradient_checkpointing=None, rollout="auto", cpu=True, twins=False,
-                      extra={})
+    cpu = step_layout(rollouts=32, micro_batch=0, cpu=True, twins=False, extra={})
     assert (cpu.micro_batch, cpu.accumulation, cpu.gradient_checkpointing, cpu.rollout) == (32, 1, False, "hf")
     assert cpu.grpo_config_fields() == {"per_device_train_batch_size": 32, "gradient_accumulation_steps": 1,
                                         "gradient_checkpointing": False, "use_vllm": False}
-    assert rollout_engine("auto", cpu=False, twins=True, extra={})[0] == "hf"  # the twin sampler's own batches
-    assert rollout_engine("hf", cpu=False, twins=False, extra={}) == ("hf", "asked for")
-    assert rollout_engine("auto", cpu=False, twins=False, extra={"use_vllm": False}) == ("hf", "use_vllm=False given")
-    for asked, cpu_, twins, says in (("vllm", True, False, "needs a GPU"), ("vllm", False, True, "twin sampler"),
-                                     ("gpu", False, False, "choose one of")):
+    gpu = step_layout(rollouts=64, micro_batch=0, cpu=False, twins=True, extra={})
+    assert (gpu.micro_batch, gpu.accumulation, gpu.gradient_checkpointing, gpu.rollout) == (8, 8, True, "hf")
+    assert "twin sampler" in gpu.rollout_why  # both orders are laid out by the twin sampler, never by vLLM
+    off = step_layout(rollouts=64, micro_batch=16, cpu=False, twins=False,
+                      extra={"gradient_checkpointing": False, "use_vllm": False})
+    assert (off.micro_batch, off.accumulation, off.gradient_checkpointing, off.rollout) == (16, 4, False, "hf")
+    assert rollout_engine(cpu=True, twins=False, extra={}) == ("hf", "on a CPU")
+    for extra, says in (({"use_vllm": True}, "needs a GPU"), ({"use_vllm": "yes"}, "true or false"),
+                        ({"gradient_checkpointing": "no"}, "true or false"),
+                        ({"per_device_train_batch_size": 4}, "--micro-batch"),
+                        ({"steps_per_generation": 2}, "--micro-batch")):
         with pytest.raises(ThinkJError, match=says):
-            rollout_engine(asked, cpu=cpu_, twins=twins, extra={})
-    with pytest.raises(ThinkJError, match="micro_batch=N"):
-        step_layout(rollouts=32, micro_batch=0, gradient_checkpointing=None, rollout="hf", cpu=True, twins=False,
-                    extra={"per_device_train_batch_size": 4})
-    off = step_layout(rollouts=64, micro_batch=0, gradient_checkpointing=None, rollout="hf", cpu=False, twins=False,
-                      extra={"gradient_checkpointing": False})
-    assert (off.micro_batch, off.accumulation, off.gradient_checkpointing) == (8, 8, False)
+            step_layout(rollouts=32, micro_batch=0, cpu=True, twins=False, extra=extra)
+    with pytest.raises(ThinkJError, match="twin sampler"):
+        rollout_engine(cpu=False, twins=True, extra={"use_vllm": True})
+    vllm = StepLayout(64, 8, 8, True, "vllm", "a GPU").grpo_config_fields()
+    assert (vllm["use_vllm"], vllm["vllm_mode"]) == (True, "colocate")
 
 
-def test_vllm_rollouts_only_where_vllm_imports():
-    from thinkj.online.trl_batching import vllm_import_problem
+def test_vllm_rollouts_only_where_trl_can_use_vllm():
+    """Here vLLM is the CPU build 0.28, which lacks the 0.10.2 API TRL 0.24 imports (trl_compat): TRL's vLLM path is
+    off, so a GPU run would generate with transformers and say why; use_vllm=true is refused with the same reason."""
+    from thinkj.online.trl_batching import vllm_problem
 
-    problem = vllm_import_problem()
-    engine, why = rollout_engine("auto", cpu=False, twins=False, extra={})
+    problem = vllm_problem()
+    engine, why = rollout_engine(cpu=False, twins=False, extra={})
     assert (engine == "vllm") == (problem is None) and (problem is None or why == problem)
+    if problem is not None:
+        with pytest.raises(ThinkJError, match="use_vllm=true: "):
+            rollout_engine(cpu=False, twins=False, extra={"use_vllm": True})
+        gpu = step_layout(rollouts=64, micro_batch=0, cpu=False, twins=False, extra={})
+        assert gpu.grpo_config_fields()["use_vllm"] is False and "vllm_mode" not in gpu.grpo_config_fields()
 
 
 def test_grpo_config_gets_the_layout(tiny_model_dir, tmp_path):

@@ -11,11 +11,19 @@ accumulated gradient is the one-batch gradient (``trl/trainer/grpo_trainer.py``,
   runs of experiments/LOG.md); on a GPU at most :data:`GPU_MICRO_BATCH` rollouts a pass -- a 1.2 B model with
   all 64 rollouts of 512 tokens in one pass ran out of memory on a 141 GB H200 (issue 52). It must divide the
   step's rollouts.
-- **gradient checkpointing** (``GRPORun.gradient_checkpointing``; None = automatic): on for a GPU, off on a CPU
-  (the tiny and 135 M models fit; recomputation only costs time there).
-- **rollouts** (``GRPORun.rollout``: auto | hf | vllm): vLLM colocated in the training process
-  (``use_vllm=True, vllm_mode="colocate"``) on a GPU where ``import vllm`` works; transformers' ``generate``
-  otherwise. The choice and its reason are printed and kept in the run's summary.
+- **gradient checkpointing** (GRPOConfig's ``gradient_checkpointing``, settable as a TRL override): on by default
+  on a GPU, off on a CPU (the tiny and 135 M models fit; recomputation only costs time there). TRL switches it off
+  while it generates (``unwrap_model_for_generation``), so rollouts keep their KV cache.
+- **rollouts** (GRPOConfig's ``use_vllm``, settable as a TRL override; unset: automatic): vLLM colocated in the
+  training process (``use_vllm=True, vllm_mode="colocate"``) on a GPU where TRL's vLLM integration is on (see
+  :mod:`thinkj.online.trl_compat`: TRL 0.24 needs vLLM 0.10.2's API) and ``import vllm`` works; transformers'
+  ``generate`` otherwise, and always with ``--twins`` (the twin sampler lays out the generation batch) and on a
+  CPU. The choice and its reason are printed and kept in the run's summary. TRL's vLLM path also applies its
+  truncated importance-sampling correction (``vllm_importance_sampling_correction``, on by default): vLLM's
+  sampling probabilities differ from the trainer's by kernels and precision.
+
+Of TRL's losses, "dapo" (the default), "grpo" and "dr_grpo" give the one-batch gradient when accumulated over
+equal micro-batches; "bnpo" divides each micro-batch by its own token count and does not.
 """
 
 from __future__ import annotations
@@ -26,7 +34,6 @@ from typing import Any
 from thinkj.errors import ThinkJError
 
 GPU_MICRO_BATCH = 8  # assumption: 8 rollouts of up to ~4 k tokens a pass fit a 1-2 B policy on one 80 GB GPU
-ROLLOUTS = ("auto", "hf", "vllm")
 
 
 @dataclass(frozen=True)
@@ -67,8 +74,17 @@ def micro_batch_size(asked: int, rollouts: int, cpu: bool, where: str = "micro_b
     return asked
 
 
-def vllm_import_problem() -> str | None:
-    """None when ``import vllm`` works here, else why not (one line)."""
+def vllm_problem() -> str | None:
+    """None when TRL can roll out with vLLM here, else why not (one line)."""
+    from thinkj.online.trl_compat import fix_trl_availability_flags
+
+    fix_trl_availability_flags()
+    import trl.import_utils as flags
+
+    if not flags._vllm_available:  # trl_compat switches it off for a vLLM without the 0.10.2 API TRL 0.24 imports
+        version = flags._vllm_version if isinstance(flags._vllm_version, str) else None
+        return ("vLLM is not installed" if version in (None, "N/A") else
+                f"TRL 0.24's vLLM integration needs vLLM 0.10.2's API (installed: vLLM {version})")
     try:
         import vllm  # noqa: F401
     except Exception as exc:  # noqa: BLE001 -- any failure to import means "use transformers", said with its reason
@@ -76,46 +92,42 @@ def vllm_import_problem() -> str | None:
     return None
 
 
-def rollout_engine(asked: str, cpu: bool, twins: bool, extra: dict[str, Any]) -> tuple[str, str]:
-    """("hf" | "vllm", why). A ``use_vllm`` given among the GRPOConfig overrides decides; else ``asked``."""
-    if asked not in ROLLOUTS:
-        raise ThinkJError(f"rollout={asked!r}: choose one of {', '.join(ROLLOUTS)}")
+def rollout_engine(cpu: bool, twins: bool, extra: dict[str, Any]) -> tuple[str, str]:
+    """("hf" | "vllm", why): ``use_vllm`` among the GRPOConfig overrides decides (checked), else a GPU with a usable
+    vLLM and no twins means vLLM."""
     if "use_vllm" in extra:
-        asked = "vllm" if extra["use_vllm"] else "hf"
-        reason = f"use_vllm={extra['use_vllm']} given"
-    else:
-        reason = "asked for" if asked != "auto" else ""
-    if asked == "hf":
-        return "hf", reason
+        if not isinstance(extra["use_vllm"], bool):
+            raise ThinkJError(f"TRL override use_vllm={extra['use_vllm']!r}: true or false")
+        if not extra["use_vllm"]:
+            return "hf", "use_vllm=false given"
+        if twins:  # _grpo_config refuses this first; kept so the rule holds wherever a layout is made
+            raise ThinkJError("TRL override use_vllm: with --twins the twin sampler lays out each generation batch "
+                              "and generation runs with transformers")
+        if cpu:
+            raise ThinkJError("TRL override use_vllm=true: vLLM colocated with training needs a GPU (--device gpu)")
+        problem = vllm_problem()
+        if problem:
+            raise ThinkJError(f"TRL override use_vllm=true: {problem}")
+        return "vllm", "use_vllm=true given"
     if twins:
-        if asked == "vllm":
-            raise ThinkJError("rollout=vllm: with --twins the twin sampler lays out each generation batch, and TRL's "
-                              "vLLM path regroups prompts itself; use rollout=hf")
-        return "hf", "both orders in one step (--twins) run without vLLM"
+        return "hf", "both orders in one step (--twins) are laid out by the twin sampler"
     if cpu:
-        if asked == "vllm":
-            raise ThinkJError("rollout=vllm: vLLM colocated with training needs a GPU (--device gpu)")
         return "hf", "on a CPU"
-    problem = vllm_import_problem()
-    if problem:
-        if asked == "vllm":
-            raise ThinkJError(f"rollout=vllm: {problem}")
-        return "hf", problem
-    return "vllm", reason or "a GPU and vLLM imports"
+    problem = vllm_problem()
+    return ("hf", problem) if problem else ("vllm", "a GPU, and TRL's vLLM integration imports")
 
 
-def step_layout(*, rollouts: int, micro_batch: int, gradient_checkpointing: bool | None, rollout: str, cpu: bool,
-                twins: bool, extra: dict[str, Any]) -> StepLayout:
-    """The layout of one step, each setting checked; GRPOConfig overrides of the same fields are refused (they
-    would undo the one-update-per-step arithmetic) except ``use_vllm`` and ``gradient_checkpointing``."""
+def step_layout(*, rollouts: int, micro_batch: int, cpu: bool, twins: bool, extra: dict[str, Any]) -> StepLayout:
+    """The layout of one step, each setting checked. GRPOConfig overrides of the batch fields are refused (they would
+    undo one update per step); ``gradient_checkpointing`` and ``use_vllm`` overrides win over the defaults."""
     clash = [k for k in ("per_device_train_batch_size", "gradient_accumulation_steps", "steps_per_generation",
                          "generation_batch_size") if k in extra]
     if clash:
         raise ThinkJError(f"TRL override {clash[0]}: a step's rollouts come from --prompts-per-step and "
-                          "--num-generations, and how many go through one pass from micro_batch=N")
+                          "--num-generations, and how many go through one pass from --micro-batch")
     micro = micro_batch_size(micro_batch, rollouts, cpu)
-    checkpointing = (not cpu) if gradient_checkpointing is None else bool(gradient_checkpointing)
-    if "gradient_checkpointing" in extra:
-        checkpointing = bool(extra["gradient_checkpointing"])
-    engine, why = rollout_engine(rollout, cpu, twins, extra)
+    checkpointing = extra.get("gradient_checkpointing", not cpu)
+    if not isinstance(checkpointing, bool):
+        raise ThinkJError(f"TRL override gradient_checkpointing={checkpointing!r}: true or false")
+    engine, why = rollout_engine(cpu, twins, extra)
     return StepLayout(rollouts, micro, rollouts // micro, checkpointing, engine, why)

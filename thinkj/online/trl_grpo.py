@@ -268,11 +268,9 @@ class GRPORun:
     # rollout weights only where the loss itself runs in bf16 autocast (bf16=True)
     shared_prefix: bool = True
     rollout_bf16: bool = True
-    # the device layout of a step (thinkj.online.trl_batching): rows per forward and backward (0: all on a CPU, up to
-    # 8 on a GPU), gradient checkpointing (None: on for a GPU), rollouts by auto | hf | vllm (colocated, GPU)
+    # rollouts per forward and backward, gradients accumulated over a step (0: all on a CPU, up to 8 on a GPU;
+    # thinkj.online.trl_batching, which also sets gradient checkpointing and vLLM rollouts)
     micro_batch: int = 0
-    gradient_checkpointing: bool | None = None
-    rollout: str = "auto"
 
 
 def held_out_rows(run: GRPORun) -> list[dict[str, Any]]:
@@ -335,8 +333,7 @@ def step_layout_of(run: GRPORun, cpu: bool) -> StepLayout:
     """How ``run``'s steps are laid out on the device (:mod:`thinkj.online.trl_batching`)."""
     orders = 1 if run.twins == "off" else 2  # with twins a step holds both orders of prompts_per_step comparisons
     return step_layout(rollouts=run.num_generations * run.prompts_per_step * orders, micro_batch=run.micro_batch,
-                       gradient_checkpointing=run.gradient_checkpointing, rollout=run.rollout, cpu=cpu,
-                       twins=run.twins != "off", extra=run.extra)
+                       cpu=cpu, twins=run.twins != "off", extra=run.extra)
 
 
 def _grpo_config(run: GRPORun, ckpt_dir: Path, cpu: bool) -> Any:
@@ -442,8 +439,7 @@ def run_trl_grpo(run: GRPORun, force: bool = False) -> dict[str, Any]:
     cpu = _use_cpu(run.device)
     described = asdict(run)
     for key, default in (("twins", "off"), ("shared_prefix", True), ("rollout_bf16", True),
-                         ("eval_data", None), ("eval_steps", 10), ("micro_batch", 0),
-                         ("gradient_checkpointing", None), ("rollout", "auto")):
+                         ("eval_data", None), ("eval_steps", 10), ("micro_batch", 0)):
         if described[key] == default:
             del described[key]  # so runs finished before the option existed are still recognised as done
     settings = {"run": json.loads(json.dumps(described, default=str)),
