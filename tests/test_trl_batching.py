@@ -88,11 +88,38 @@ def test_grpo_config_gets_the_layout(tiny_model_dir, tmp_path):
         _grpo_config(GRPORun(**base, micro_batch=6), tmp_path / "ckpt", cpu=True)
 
 
+def test_gpu_settings_for_grpo_config(tmp_path, monkeypatch):
+    """What a GPU run hands GRPOConfig (GRPOConfig itself refuses bf16 on this CPU, so the dict is read): here, where
+    TRL's vLLM path is off, transformers with its KV cache; where vLLM is usable (the probe replaced), vLLM colocated
+    without transformers-only generation keys (TRL passes them to vLLM's SamplingParams)."""
+    import thinkj.online.trl_batching as batching
+    from thinkj.online.trl_grpo import GRPORun, grpo_settings
+
+    run = GRPORun(model="m", data="d", out_dir=str(tmp_path / "run"), num_generations=8, prompts_per_step=8,
+                  max_completion_length=512)
+    layout = ("per_device_train_batch_size", "gradient_accumulation_steps", "gradient_checkpointing", "use_vllm",
+              "bf16", "use_cpu")
+    if batching.vllm_problem() is not None:
+        hf = grpo_settings(run, tmp_path / "ckpt", cpu=False)
+        assert tuple(hf[k] for k in layout) == (8, 8, True, False, True, False) and "vllm_mode" not in hf
+        assert hf["generation_kwargs"] == {"use_cache": True, "top_k": 0}
+    monkeypatch.setattr(batching, "vllm_problem", lambda: None)
+    vllm = grpo_settings(run, tmp_path / "ckpt", cpu=False)
+    assert tuple(vllm[k] for k in layout) == (8, 8, True, True, True, False)
+    assert vllm["vllm_mode"] == "colocate" and vllm["generation_kwargs"] == {}
+    off = grpo_settings(GRPORun(**{**run.__dict__, "micro_batch": 32, "extra": {"gradient_checkpointing": False,
+                                                                                 "use_vllm": False}}),
+                        tmp_path / "ckpt", cpu=False)
+    assert tuple(off[k] for k in layout[:4]) == (32, 2, False, False)
+
+
 @pytest.mark.slow
 def test_micro_batches_make_the_same_update_as_one_batch(judge, tmp_path):
     """One GRPO step of TRL's own trainer from the tiny judge, all 16 rollouts in one pass vs 4 micro-batches of 4:
-    the same seed gives the same rollouts, and the accumulated gradient (TRL's "dapo" loss divides by the whole
-    generation batch's tokens) the same weights, up to float error. The weights must move at all."""
+    the same seed gives the same rollouts, and the accumulated gradient (TRL's "dapo" loss divides every micro-batch
+    by the whole generation batch's tokens) the same update, up to float error. Plain SGD without clipping, so the
+    update is the gradient itself: Adam's step hardly depends on the gradient's scale and would hide one that is off
+    by a constant factor. The weights must move at all."""
     import torch
     from safetensors.torch import load_file
 
@@ -103,14 +130,15 @@ def test_micro_batches_make_the_same_update_as_one_batch(judge, tmp_path):
     for micro in (0, 4):
         out = tmp_path / f"micro{micro}"
         summary = run_trl_grpo(GRPORun(model=str(judge), data=str(tmp_path / "pairs.jsonl"), out_dir=str(out),
-                                       steps=1, num_generations=4, prompts_per_step=4, learning_rate=1e-3,
+                                       steps=1, num_generations=4, prompts_per_step=4, learning_rate=1e-2,
                                        max_completion_length=48, device="cpu", micro_batch=micro,
-                                       extra={"shuffle_dataset": False}))
+                                       extra={"shuffle_dataset": False, "optim": "sgd", "max_grad_norm": 0.0}))
         assert summary["layout"]["micro_batch"] == (16 if micro == 0 else 4)
         weights[micro] = load_file(str(out / "model" / "model.safetensors"))
     start = load_file(str(judge / "model.safetensors"))
     moved = max((weights[0][k] - start[k]).abs().max().item() for k in start)
     gap = max((weights[0][k] - weights[4][k]).abs().max().item() for k in start)
+    print(f"largest weight change {moved:.3g}, largest gap between the two updates {gap:.3g}")
     assert moved > 1e-4, moved
     assert gap < 1e-3 * moved, (gap, moved)
     assert all(torch.isfinite(w).all() for w in weights[4].values())

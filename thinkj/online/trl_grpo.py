@@ -338,6 +338,17 @@ def step_layout_of(run: GRPORun, cpu: bool) -> StepLayout:
 
 def _grpo_config(run: GRPORun, ckpt_dir: Path, cpu: bool) -> Any:
     """TRL's GRPOConfig for the run; a bad or unknown field fails here, before anything is written."""
+    settings = grpo_settings(run, ckpt_dir, cpu)  # first: it repairs TRL's import flags
+    from trl import GRPOConfig
+
+    try:
+        return GRPOConfig(**settings)
+    except (TypeError, ValueError) as err:
+        raise ThinkJError(f"TRL settings: {' '.join(str(err).split())}") from None
+
+
+def grpo_settings(run: GRPORun, ckpt_dir: Path, cpu: bool) -> dict[str, Any]:
+    """The fields :func:`_grpo_config` hands to GRPOConfig, each override checked (a GPU's can be read on a CPU)."""
     from thinkj.online.trl_compat import fix_trl_availability_flags
 
     fix_trl_availability_flags()
@@ -366,8 +377,9 @@ def _grpo_config(run: GRPORun, ckpt_dir: Path, cpu: bool) -> Any:
         # [total, acc, format]: only the preset's score drives the advantage; the two terms are logged
         reward_weights=[1.0, 0.0, 0.0], dataloader_num_workers=0, disable_tqdm=False,
         # SFT checkpoints from LlamaFactory are saved with use_cache=false; without the KV cache every sampled
-        # token recomputes the whole prompt (measured: 18 s instead of ~2 s per step on the tiny model).
-        generation_kwargs={"use_cache": True},
+        # token recomputes the whole prompt (measured: 18 s instead of ~2 s per step on the tiny model). vLLM keeps
+        # its own cache, and TRL hands these keys to vLLM's SamplingParams, which has no use_cache
+        generation_kwargs={} if layout.rollout == "vllm" else {"use_cache": True},
     )
     merged = {**settings, **run.extra}  # extra GRPOConfig fields from the command line win
     if merged.get("top_k") is None and not merged.get("use_vllm"):
@@ -375,10 +387,7 @@ def _grpo_config(run: GRPORun, ckpt_dir: Path, cpu: bool) -> Any:
         # the top 50 (verl's vLLM rollouts sample the whole distribution). 0 is transformers' own "off"; TRL's vLLM
         # path maps None to vLLM's -1 itself, and older vLLM refuses a top_k of 0.
         merged["generation_kwargs"] = {**(merged.get("generation_kwargs") or {}), "top_k": 0}
-    try:
-        return GRPOConfig(**merged)
-    except (TypeError, ValueError) as err:
-        raise ThinkJError(f"TRL settings: {' '.join(str(err).split())}") from None
+    return merged
 
 
 def build_trainer(run: GRPORun, config: Any, model: Any, tokenizer: Any, dataset: Any, *,
