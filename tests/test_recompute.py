@@ -127,3 +127,23 @@ def test_judge_as_reward_clusters_the_phrasings_of_a_fact():
     # every prompt gained: clusters (+2, +2), 2 of 4 patterns reach |4|: p = 0.5 (McNemar 4 vs 0: 0.125)
     r = experiment.paired_record(items, before, [True] * 4)
     assert (r["p"], r["mcnemar_p"], r["change_ci95"]) == (0.5, 0.125, [1.0, 1.0])
+
+
+def test_the_offline_report_clusters_by_question_across_seeds(tmp_path, capsys):
+    report = load_script("experiments/offline_report.py")
+    runs = []
+    for s in (0, 1):
+        run = tmp_path / f"run{s}"
+        items = {f"test-{s}-0": "Q1?", f"test-{s}-1": "Q2?"}
+        source = _pairs(tmp_path / f"test-s{s}.jsonl", items)
+        for folder, ok in (("eval/judge_sft", False), ("eval/offline_iter_1_model", True)):
+            bench = run / folder / "synthetic"
+            bench.mkdir(parents=True)
+            _judgments(bench / "synthetic.judgments.jsonl", list(items), ok)
+            (bench / "synthetic.results.json").write_text(json.dumps(
+                {"metrics": {"missing": []}, "provenance": {"n_items": 2, "data": {"source": str(source)}}}))
+        runs.append(str(run))
+    assert report.main(runs) == 0
+    out = capsys.readouterr().out
+    # per seed two questions at +2: 2 of 4 patterns reach |4|, p = 0.5; pooled the same two questions at +4: 0.5
+    assert out.count("| +100.0 [+100.0, +100.0] | 0.5 (cluster_sign_flip, 2 questions) |") == 3
