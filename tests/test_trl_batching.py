@@ -32,9 +32,10 @@ def test_micro_batch_arithmetic():
 
 def test_layout_checkpointing_and_rollouts():
     cpu = step_layout(rollouts=32, micro_batch=0, cpu=True, twins=False, extra={})
-    assert (cpu.micro_batch, cpu.accumulation, cpu.gradient_checkpointing, cpu.rollout) == (32, 1, False, "hf")
+    # GRPOConfig's own default (gradient checkpointing on), which every CPU run so far used
+    assert (cpu.micro_batch, cpu.accumulation, cpu.gradient_checkpointing, cpu.rollout) == (32, 1, True, "hf")
     assert cpu.grpo_config_fields() == {"per_device_train_batch_size": 32, "gradient_accumulation_steps": 1,
-                                        "gradient_checkpointing": False, "use_vllm": False}
+                                        "gradient_checkpointing": True, "use_vllm": False}
     gpu = step_layout(rollouts=64, micro_batch=0, cpu=False, twins=True, extra={})
     assert (gpu.micro_batch, gpu.accumulation, gpu.gradient_checkpointing, gpu.rollout) == (8, 8, True, "hf")
     assert "twin sampler" in gpu.rollout_why  # both orders are laid out by the twin sampler, never by vLLM
@@ -77,7 +78,7 @@ def test_grpo_config_gets_the_layout(tiny_model_dir, tmp_path):
                 num_generations=4, prompts_per_step=4)
     whole = _grpo_config(GRPORun(**base), tmp_path / "ckpt", cpu=True)
     assert (whole.per_device_train_batch_size, whole.gradient_accumulation_steps, whole.steps_per_generation,
-            whole.generation_batch_size, whole.gradient_checkpointing, whole.use_vllm) == (16, 1, 1, 16, False, False)
+            whole.generation_batch_size, whole.gradient_checkpointing, whole.use_vllm) == (16, 1, 1, 16, True, False)
     split = _grpo_config(GRPORun(**base, micro_batch=4), tmp_path / "ckpt", cpu=True)
     assert (split.per_device_train_batch_size, split.gradient_accumulation_steps, split.steps_per_generation,
             split.generation_batch_size, split.num_generations) == (4, 4, 4, 16, 4)

@@ -6,10 +6,11 @@ settings: s/step, rollouts/s and where one step's time goes.
     python scripts/speed/rl_step.py --model tiny --steps 2          # the 0.4 M-parameter model: a quick check
     # one GPU (issue 52): a random 1.2 B model of SmolLM2's architecture, 8 prompts x 8 rollouts x 512 tokens; every
     # rollout in one pass and transformers generate (gpu_before: ran out of memory on an H200) vs GRPORun's GPU
-    # layout with transformers generate (gpu_hf) and with vLLM where TRL can use it (gpu_after; in a process of its
-    # own: a colocated vLLM engine keeps its GPU memory while the process lives). A setting that runs out of GPU
-    # memory is a row with its error; the others still run.
-    for s in gpu_hf,gpu_before gpu_after; do python scripts/speed/rl_step.py --engines trl --device gpu --settings $s \
+    # layout with transformers generate (gpu_hf) and with vLLM where TRL can use it (gpu_after, gpu_no_ckpt: each in
+    # a process of its own, as a colocated vLLM engine keeps its GPU memory while the process lives). A setting that
+    # runs out of GPU memory is a row with its error; the others still run.
+    for s in gpu_hf,gpu_before gpu_after gpu_no_ckpt; do
+      python scripts/speed/rl_step.py --engines trl --device gpu --settings $s \
         --model random-1.2b --tokenizer SMOLLM2_DIR --keep runs/rl_step_gpu --json runs/rl_step_gpu/${s%%,*}.json \
         --prompts 8 --generations 8 --max-completion 512 --steps 3; done
 
@@ -239,12 +240,14 @@ TRL_SETTINGS: dict[str, dict[str, Any]] = {
     "before": {"shared_prefix": False, "rollout_bf16": False, "extra": DEMO_EXTRA},
     "prefix": {"shared_prefix": True, "rollout_bf16": False, "extra": DEMO_EXTRA},
     "bf16_rollout": {"shared_prefix": False, "rollout_bf16": True, "extra": DEMO_EXTRA},
-    # one GPU (issue 52): all rollouts in one pass, transformers generate, no checkpointing (what TRL ran before);
-    # GRPORun's GPU layout (micro-batches of up to 8, gradient checkpointing) with transformers generate; and its
-    # defaults, which add vLLM colocated rollouts where TRL can use vLLM (thinkj/online/trl_batching.py)
-    "gpu_before": {"micro_batch": "all", "extra": {"gradient_checkpointing": False, "use_vllm": False}},
+    # one GPU (issue 52): all rollouts in one pass and transformers generate (what TRL ran before; GRPOConfig's
+    # gradient checkpointing, on); GRPORun's GPU layout (micro-batches of up to 8) with transformers generate; its
+    # defaults, which add vLLM colocated rollouts where TRL can use vLLM (thinkj/online/trl_batching.py); and those
+    # without gradient checkpointing (faster where the micro-batches fit without it)
+    "gpu_before": {"micro_batch": "all", "extra": {"use_vllm": False}},
     "gpu_hf": {"extra": {"use_vllm": False}},
     "gpu_after": {"extra": {}},
+    "gpu_no_ckpt": {"extra": {"gradient_checkpointing": False}},
     "fused_adamw": {"shared_prefix": False, "rollout_bf16": False,
                     "extra": {**DEMO_EXTRA, "optim": "adamw_torch_fused"}},
     "after": {"extra": DEMO_EXTRA},

@@ -11,9 +11,9 @@ accumulated gradient is the one-batch gradient (``trl/trainer/grpo_trainer.py``,
   runs of experiments/LOG.md); on a GPU at most :data:`GPU_MICRO_BATCH` rollouts a pass -- a 1.2 B model with
   all 64 rollouts of 512 tokens in one pass ran out of memory on a 141 GB H200 (issue 52). It must divide the
   step's rollouts.
-- **gradient checkpointing** (GRPOConfig's ``gradient_checkpointing``, settable as a TRL override): on by default
-  on a GPU, off on a CPU (the tiny and 135 M models fit; recomputation only costs time there). TRL switches it off
-  while it generates (``unwrap_model_for_generation``), so rollouts keep their KV cache.
+- **gradient checkpointing** (GRPOConfig's ``gradient_checkpointing``, settable as a TRL override): GRPOConfig's
+  default, on, on both devices -- what every run so far used except the demo recipe's (which turns it off). TRL
+  switches it off while it generates (``unwrap_model_for_generation``), so rollouts keep their KV cache.
 - **rollouts** (GRPOConfig's ``use_vllm``, settable as a TRL override; unset: automatic): vLLM colocated in the
   training process (``use_vllm=True, vllm_mode="colocate"``) on a GPU where TRL's vLLM integration is on (see
   :mod:`thinkj.online.trl_compat`: TRL 0.24 needs vLLM 0.10.2's API) and ``import vllm`` works; transformers'
@@ -126,7 +126,7 @@ def step_layout(*, rollouts: int, micro_batch: int, cpu: bool, twins: bool, extr
         raise ThinkJError(f"TRL override {clash[0]}: a step's rollouts come from --prompts-per-step and "
                           "--num-generations, and how many go through one pass from --micro-batch")
     micro = micro_batch_size(micro_batch, rollouts, cpu)
-    checkpointing = extra.get("gradient_checkpointing", not cpu)
+    checkpointing = extra.get("gradient_checkpointing", True)  # GRPOConfig's default, what runs used
     if not isinstance(checkpointing, bool):
         raise ThinkJError(f"TRL override gradient_checkpointing={checkpointing!r}: true or false")
     engine, why = rollout_engine(cpu, twins, extra)
