@@ -6,12 +6,15 @@ scripts/train_verl.sh`` and verl's model merger (thinkj/online/canary_verl.py).
 
 The test (``sign_test``): per held-out pair (64), the teacher-forced probability of the right verdict letter, both
 orders combined so that a mere change of side cancels (``position_free``), after vs before RL; one-sided exact sign
-test p < 0.05 AND mean rise >= 0.05.
+test p < 0.05 AND mean rise >= 0.05; and the right arm keeps its own answers (``generation_held``: its greedy
+accuracy on the 128 held-out judgments falls by at most 0.05, its parse rate too), so a collapse of generation that
+the teacher-forced metric cannot see fails (experiments/LOG.md, "session 15").
 Breaks tried: the accuracy term's sign flipped in thinkj/rewards/judge.py (the right arm then fails: mean fell;
 TRL session 9, verl session 10, experiments/LOG.md). Shuffled golds are not the control: on verl they raised the
 metric past the bar by sharpening the init's own leaning (experiments/LOG.md, "RL canaries, session 10").
 
-In ``make test`` (``-m rl_canary``): TRL GRPO seed 0 (~2.5 min with the init). Opt-in (``-m "rl_canary and
+In ``make test`` (``-m rl_canary``): TRL GRPO seed 0 at 60 steps (at 30 it failed on a CPU without bf16, +0.017;
+at 60 seeds 0-2 held there, +0.054 / +0.109 / +0.193, experiments/LOG.md "session 15"). Opt-in (``-m "rl_canary and
 opt_in"``): TRL seed 1; verl GRPO (its right arm also validates on the held-out pairs and runs
 tests/test_verl_cpu_validation.py's check), ``grpo_consistent``, PPO and Reinforce++ (~6.5 min each at 30 steps;
 verl GRPO runs 60 steps, ~9-10 min a pair of arms). verl's are opt-in for their time and because verl's rollouts are
