@@ -131,8 +131,6 @@ def _weights_equal(a: str, b: str) -> bool:
 def evaluate_after(run: Path, model: str, base: str, items: list[dict[str, Any]], before: Path,
                    engine: str) -> dict[str, Any]:
     """The trained policy's held-out accuracy, paired with the starting policy's on the same prompts."""
-    from thinkj.stats import mcnemar_exact, wilson_interval
-
     stage = run / "after"
     if (rec := _done(stage)) is not None:
         return rec
@@ -145,14 +143,25 @@ def evaluate_after(run: Path, model: str, base: str, items: list[dict[str, Any]]
     else:
         record = {**answer_heldout(stage / "generate", model, items, engine), "weights_unchanged": False}
         shutil.copy(stage / "generate" / "answers.jsonl", stage / "answers.jsonl")
-    ok0, ok1 = _read_ok(before), _read_ok(stage)
+    record.update(paired_record(items, _read_ok(before), _read_ok(stage)))
+    return _finish(stage, record)
+
+
+def paired_record(items: list[dict[str, Any]], ok0: list[bool], ok1: list[bool]) -> dict[str, Any]:
+    """Before (``ok0``) against after (``ok1``) on the same held-out prompts: counts, Wilson intervals and the paired
+    test. The prompts are several phrasings of each fact, and whether the policy knows a fact is shared by its
+    phrasings, so the fact is the cluster (the cluster sign-flip test, thinkj.stats.paired_test); McNemar's p over
+    the prompts, as the earlier results reported it, is kept beside it."""
+    from thinkj.stats import mcnemar_exact, paired_test, wilson_interval
+
     only_before = sum(a and not b for a, b in zip(ok0, ok1))
     only_after = sum(b and not a for a, b in zip(ok0, ok1))
     n = len(ok1)
-    record.update({"before": sum(ok0), "after": sum(ok1), "before_ci95": wilson_interval(sum(ok0), n),
-                   "after_ci95": wilson_interval(sum(ok1), n), "only_before": only_before, "only_after": only_after,
-                   "mcnemar_p": mcnemar_exact(only_before, only_after)})
-    return _finish(stage, record)
+    test = paired_test(ok1, ok0, [(it["family"], it["entity"]) for it in items], cluster_by="fact")
+    return {"before": sum(ok0), "after": sum(ok1), "before_ci95": wilson_interval(sum(ok0), n),
+            "after_ci95": wilson_interval(sum(ok1), n), "only_before": only_before, "only_after": only_after,
+            "mcnemar_p": mcnemar_exact(only_before, only_after), "p": test["p"], "test": test["test"],
+            "clusters": test["clusters"], "cluster_by": "fact", "change_ci95": test["diff_ci95"]}
 
 
 # ------------------------------------------------------------------------------------------------------ rewards
@@ -494,7 +503,8 @@ def report(out: Path, args: argparse.Namespace, summary: dict[str, Any], runs: d
     if args.plot:
         shutil.copy(out / "judge_as_reward.png", args.plot)
     (out / "summary.json").write_text(json.dumps(summary, indent=1))
-    table = {n: {k: r["after"][k] for k in ("before", "after", "after_ci95", "only_before", "only_after", "mcnemar_p")}
+    table = {n: {k: r["after"].get(k) for k in ("before", "after", "after_ci95", "only_before", "only_after", "p", "test",
+                                                "clusters", "cluster_by", "change_ci95", "mcnemar_p")}
              for n, r in runs.items() if "after" in r}
     print(json.dumps({"heldout": before["prompts"], "runs": table, "not_done": summary["not_done"],
                       "not_evaluated": summary["not_evaluated"],

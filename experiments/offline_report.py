@@ -7,7 +7,8 @@ Each argument is one seed's run folder of the demo recipe (``thinkj run configs/
 learning=offline ...``). Reads its held-out judgments of ``init`` (``eval/judge_sft``) and ``offline``
 (``eval/offline_iter_1_model``) and its DPO pair counts (``train/offline/iterations.json``); prints a markdown table
 per arm (accuracy and pair accuracy with Wilson 95 % intervals, "(a)" share, flip rate, unparsed) and the paired
-test clustered by comparison (thinkj.stats.paired_test) of offline vs init per seed and pooled. A seed whose
+test (thinkj.stats.paired_test) of offline vs init per seed and pooled, judgments clustered by held-out question as
+in position_consistent_report.py (pooled, a question in several seeds' held-out sets is one cluster). A seed whose
 evaluation is missing, or lacks any judgment of its items in both orders, is an error, not a shorter table (the
 recipe evaluates with ``--limit``, which marks every result incomplete by rule, so the check here is that nothing else
 is missing).
@@ -21,7 +22,7 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from position_consistent_report import arm_metrics, mcnemar, read_judgments  # noqa: E402
+from position_consistent_report import arm_metrics, paired, questions_of, read_judgments, test_cell  # noqa: E402
 
 ARMS = {"init": "eval/judge_sft", "offline": "eval/offline_iter_1_model"}
 
@@ -51,18 +52,24 @@ def main(argv: list[str] | None = None) -> int:
 
     judged: dict[str, dict] = {arm: {} for arm in ARMS}
     per_seed, pairs = [], {}
+    questions: dict[tuple, str] | None = {}
     for seed, run in enumerate(args.runs):
         seed_rows = {}
         for arm, folder in ARMS.items():
             rows = load_judgments(run / folder / "synthetic")
             for key, row in rows.items():
                 judged[arm][(seed, *key)] = {**row, "_seed": seed}
-            seed_rows[arm] = rows
-        per_seed.append({"run": str(run), **mcnemar(seed_rows["offline"], seed_rows["init"])})
+            seed_rows[arm] = {(seed, *key): row for key, row in rows.items()}
+            read = questions_of(run / folder / "synthetic" / "synthetic.judgments.jsonl") if questions is not None \
+                else None
+            questions = None if read is None else {**questions, **{(seed, item): q for item, q in read.items()}}
+        per_seed.append({"run": str(run), "seed_rows": seed_rows})
         iterations = run / "train" / "offline" / "iterations.json"
         if iterations.is_file():
             pairs[str(run)] = json.loads(iterations.read_text())[0]["counts"]
-    pooled = mcnemar(judged["offline"], judged["init"])
+    per_seed = [{"run": row["run"], **paired(row["seed_rows"]["offline"], row["seed_rows"]["init"], questions)}
+                for row in per_seed]
+    pooled = paired(judged["offline"], judged["init"], questions)
     metrics = {arm: arm_metrics(list(rows.values())) for arm, rows in judged.items()}
 
     print("| arm | judgments | accuracy [95% CI] | pair acc. [95% CI] | \"(a)\" share | flip rate | unparsed |")
@@ -72,11 +79,14 @@ def main(argv: list[str] | None = None) -> int:
               f"{100 * m['ci95'][1]:.1f}] | {100 * m['pair_accuracy']:.1f} [{100 * m['pair_ci95'][0]:.1f}, "
               f"{100 * m['pair_ci95'][1]:.1f}] | {100 * m['a_share']:.1f} | {100 * m['flip_rate']:.1f} | "
               f"{100 * m['unparsed']:.1f} |")
-    print("\n| offline vs init | judgments | right only offline | right only init | diff (points) | p (test, clusters) |")
+    print("\n| offline vs init | judgments | right only offline | right only init | diff (points) [95% CI] | "
+          "p (test, clusters) |")
     print("|---|---:|---:|---:|---:|---:|")
     for row in [*per_seed, {"run": "**pooled**", **pooled}]:
-        print(f"| {row['run']} | {row['n']} | {row['only_first']} | {row['only_second']} | "
-              f"{100 * row['diff']:+.1f} | {row['p']:.3g} ({row['test']}, {row['clusters']} comparisons) |")
+        print(f"| {row['run']} | {row['n']} | {row['only_first']} | {row['only_second']} | {test_cell(row)} |")
+    if questions is None:
+        print("\nnote: a held-out pairs file named in the results is gone: clustered by comparison, so a comparison "
+              "drawn twice or a question asked twice counts twice")
     for run, counts in pairs.items():
         print(f"\n{run}: DPO pairs {counts}")
     if args.json:

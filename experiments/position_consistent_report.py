@@ -6,10 +6,15 @@
 Reads what ``experiments/position_consistent.sh`` wrote under the run folder: per seed, the held-out judgments of
 each arm (``<task>-s<S>/eval-<arm>/synthetic.judgments.jsonl``) and each RL run's ``trainer_state.json``. Prints a
 markdown table per arm (accuracy with Wilson 95 % interval, pair accuracy, "(a)" share, flip rate, unparsed) and the
-paired tests clustered by comparison (thinkj.stats.paired_test; per seed and pooled over seeds), writes the same
-as JSON next to the plot, and plots
-reward, training accuracy, "(a)" share and twin flip rate per step. An arm or seed whose evaluation is missing or
-incomplete is an error, not a silently shorter table.
+paired tests (thinkj.stats.paired_test; per seed and pooled over seeds) with the change's cluster bootstrap interval,
+writes the same as JSON next to the plot, and plots reward, training accuracy, "(a)" share and twin flip rate per
+step. An arm or seed whose evaluation is missing or incomplete is an error, not a silently shorter table.
+
+Clusters: the judgments of one held-out question are one cluster -- both orders of a comparison, a comparison drawn
+twice, several comparisons of one question and, pooled, the same question in several seeds' held-out sets (one init
+judge judges them all). The question is read from the pairs file each evaluation names in its results
+(``meta["question_id"]``, else the question's text); where that file is gone, the cluster is the comparison (its two
+orders) and the table says so.
 """
 
 from __future__ import annotations
@@ -19,6 +24,7 @@ import json
 import sys
 from pathlib import Path
 
+from thinkj.evaluation.row_compare import pair_questions, pairs_source
 from thinkj.stats import paired_test, wilson_interval
 
 ARMS = ("init", "plain", "consistent")
@@ -69,19 +75,33 @@ def arm_metrics(rows: list[dict]) -> dict:
             "unparsed": sum(not r["well_formed"] for r in rows) / n}
 
 
-def mcnemar(first: dict, second: dict) -> dict:
-    """Paired test of ``first`` vs ``second`` on the same judgments (keys ``(..., item_id, order)``): the two orders
-    of a comparison are one cluster, so ``thinkj.stats.paired_test`` runs the cluster sign-flip test (the records
-    do not carry the question, so comparisons drawn twice under two ids still count twice: said in the output)."""
+def questions_of(judgments: Path) -> dict[str, str] | None:
+    """item id -> question of the pairs file an evaluation read (its results' provenance), or None when gone."""
+    source = pairs_source(judgments, "synthetic")
+    return pair_questions(source) if source else None
+
+
+def paired(first: dict, second: dict, questions: dict[tuple, str] | None = None) -> dict:
+    """Paired test of ``first`` vs ``second`` on the same judgments (keys ``(..., item_id, order)``), clustered by
+    question where ``questions`` maps every comparison (the key without its order) to one, else by comparison."""
     if first.keys() != second.keys():
         raise SystemExit("error: the two arms were not scored on the same judgments")
     keys = sorted(first, key=str)
+    by_question = questions is not None and all(k[:-1] in questions for k in keys)
     test = paired_test([bool(first[k]["correct"]) for k in keys], [bool(second[k]["correct"]) for k in keys],
-                       [k[:-1] for k in keys], cluster_by="comparison")
+                       [questions[k[:-1]] if by_question else k[:-1] for k in keys],
+                       cluster_by="question" if by_question else "comparison")
     only_first, only_second = test["only_later_right"], test["only_earlier_right"]
     return {"only_first": only_first, "only_second": only_second, "n": len(first),
-            "diff": (only_first - only_second) / len(first), "p": test["p"], "test": test["test"],
-            "clusters": test["clusters"]}
+            "diff": (only_first - only_second) / len(first), "diff_ci95": test["diff_ci95"], "p": test["p"],
+            "test": test["test"], "clusters": test["clusters"], "cluster_by": test["cluster_by"]}
+
+
+def test_cell(t: dict) -> str:
+    """diff [cluster bootstrap 95 % CI] | p (test, n clusters): one table's last two cells."""
+    low, high = t["diff_ci95"]
+    return (f"{100 * t['diff']:+.1f} [{100 * low:+.1f}, {100 * high:+.1f}] | {t['p']:.3g} ({t['test']}, "
+            f"{t['clusters']} {t['cluster_by']}s)")
 
 
 def plot(run_dir: Path, task: str, seeds: list[int], out: Path) -> None:
@@ -126,10 +146,14 @@ def main(argv: list[str] | None = None) -> int:
              for first, second, _ in TESTS]
 
     judged: dict[str, dict[int, dict]] = {arm: {} for arm in ARMS}
+    questions: dict[tuple, str] | None = {}
     for s in args.seeds:
         for arm in ARMS:
-            rows = load_judgments(args.run_dir / f"{args.task}-s{s}" / f"eval-{arm}" / "synthetic.judgments.jsonl")
+            path = args.run_dir / f"{args.task}-s{s}" / f"eval-{arm}" / "synthetic.judgments.jsonl"
+            rows = load_judgments(path)
             judged[arm][s] = {k: {**v, "_seed": s} for k, v in rows.items()}
+            read = questions_of(path) if questions is not None else None
+            questions = None if read is None else {**questions, **{(s, item): q for item, q in read.items()}}
     report: dict = {"task": args.task, "seeds": args.seeds, "arms": {}, "tests": []}
     print("| arm | judgments | accuracy [95% CI] | pair acc. [95% CI] | \"(a)\" share | flip rate | unparsed |")
     print("|---|---:|---:|---:|---:|---:|---:|")
@@ -141,17 +165,21 @@ def main(argv: list[str] | None = None) -> int:
               f"{100 * m['pair_ci95'][1]:.1f}] | {100 * m['a_share']:.1f} | {100 * m['flip_rate']:.1f} | "
               f"{100 * m['unparsed']:.1f} |")
     print()
-    print("| test | kind | seed | right only first | right only second | diff (points) | p (test, clusters) |")
+    print("| test | kind | seed | right only first | right only second | diff (points) [95% CI] | p (test, clusters) |")
     print("|---|---|---|---:|---:|---:|---:|")
     for first, second, kind in tests:
         for seed in [*args.seeds, *(["pooled"] if len(args.seeds) > 1 else [])]:
             seeds = args.seeds if seed == "pooled" else [seed]
             a = {(s, *k): v for s in seeds for k, v in judged[first][s].items()}
             b = {(s, *k): v for s in seeds for k, v in judged[second][s].items()}
-            t = {"first": first, "second": second, "kind": kind, "seed": seed, **mcnemar(a, b)}
+            t = {"first": first, "second": second, "kind": kind, "seed": seed, **paired(a, b, questions)}
             report["tests"].append(t)
             print(f"| {first} vs {second} | {kind} | {seed} | {t['only_first']} | {t['only_second']} | "
-                  f"{100 * t['diff']:+.1f} | {t['p']:.3g} ({t['test']}, {t['clusters']} comparisons) |")
+                  f"{test_cell(t)} |")
+    if questions is None:
+        report["clusters_note"] = ("a held-out pairs file named in the results is gone: clustered by comparison, so "
+                                   "a comparison drawn twice or a question asked twice counts twice")
+        print(f"\nnote: {report['clusters_note']}")
     if sorted(args.seeds) != [0, 1, 2]:
         report["note"] = (f"seeds {args.seeds} only: the pre-registered primary test pools seeds 0, 1 and 2; "
                           "these rows are per-seed results, not that test")

@@ -57,3 +57,24 @@ def test_independent_items_keep_mcnemar(tmp_path):
     c = json.loads((tmp_path / "cmp" / "compare.json").read_text())["comparisons"]["online_vs_init"]
     assert (c["test"], c["clusters"], c["p"]) == ("mcnemar_exact", 10, float(f"{2 / 2 ** 9:.3g}"))
     assert "McNemar exact p = 0.0039, 10 questions: each of the 10 judgments is its own question" in result.output
+
+
+def test_pairs_option_names_the_questions_when_the_results_do_not(tmp_path):
+    # the results name a pairs file that is gone (records copied elsewhere): by comparison, unless --pairs is given
+    source = _pairs(tmp_path / "pairs.jsonl", [f"What is {q}?" for q in "ABCDABCD"])
+    init = _row(tmp_path / "init", tmp_path / "gone.jsonl", [False] * 16)
+    online = _row(tmp_path / "online", tmp_path / "gone.jsonl", [True] * 12 + [False] * 4)
+    args = ["compare", f"init={init}", f"online={online}", "--out", str(tmp_path / "cmp")]
+    plain = runner.invoke(app, args)
+    assert plain.exit_code == 0, plain.output
+    assert "8 comparisons: 16 judgments share 8 distinct comparisons" in plain.output
+    # 6 comparisons at +2, 2 at 0: only the all-plus and all-minus of 2**6 patterns reach |12|: 2/64
+    assert "cluster sign-flip p = 0.031" in plain.output
+    with_pairs = runner.invoke(app, [*args, "--pairs", str(source)])
+    assert with_pairs.exit_code == 0, with_pairs.output
+    assert "cluster sign-flip p = 0.12, 4 questions" in with_pairs.output
+    # four questions of 4 judgments each, changes A 4/4, B 4/4, C 2/4 (p2 right, p6 not), D 2/4: a resample's change
+    # is 0.5 + 0.5 j/4 with j ~ Binomial(4, 1/2) draws of A or B; j = 0 and j = 4 have chance 1/16 > 2.5 % each
+    assert "+75.0 points [+50.0, +100.0] (cluster bootstrap)" in with_pairs.output
+    missing = runner.invoke(app, [*args, "--pairs", str(tmp_path / "nope.jsonl")])
+    assert missing.exit_code != 0 and "nope.jsonl" in str(missing.exception) and "--pairs" in str(missing.exception)

@@ -50,7 +50,7 @@ def _rl(tmp_path: Path, out: Path, model: Path, data: Path, *extra: str) -> subp
 
 
 @pytest.mark.parametrize("case", ["missing data", "unparsable data", "missing model", "unknown weight", "nan weight",
-                                  "negative weight", "unknown trl field", "bad group size"])
+                                  "negative weight", "unknown trl field", "bad group size", "bad micro batch"])
 def test_a_rerun_with_a_bad_input_leaves_the_finished_run_alone(tmp_path, tiny_model_dir, case):
     out = tmp_path / "online"
     files = _finished_trl_run(out)
@@ -73,6 +73,8 @@ def test_a_rerun_with_a_bad_input_leaves_the_finished_run_alone(tmp_path, tiny_m
         extra = ["temperatur=0.7"]
     elif case == "bad group size":
         extra = ["--prompts-per-step", "1", "per_device_train_batch_size=3"]
+    elif case == "bad micro batch":  # 2 rollouts a step: 3 cannot divide them
+        extra = ["--prompts-per-step", "1", "--micro-batch", "3"]
     proc = _rl(tmp_path, out, model, data, *extra)
     assert proc.returncode == 2, (proc.stdout[-2000:], proc.stderr[-2000:])
     lines = proc.stderr.strip().splitlines()

@@ -6,17 +6,21 @@ scripts/train_verl.sh`` and verl's model merger (thinkj/online/canary_verl.py).
 
 The test (``sign_test``): per held-out pair (64), the teacher-forced probability of the right verdict letter, both
 orders combined so that a mere change of side cancels (``position_free``), after vs before RL; one-sided exact sign
-test p < 0.05 AND mean rise >= 0.05.
+test p < 0.05 AND mean rise >= 0.05; and the right arm keeps its own answers (``generation_held``: its greedy
+accuracy on the 128 held-out judgments falls by at most 0.05, its parse rate too), so a collapse of generation that
+the teacher-forced metric cannot see fails (experiments/LOG.md, "session 15").
 Breaks tried: the accuracy term's sign flipped in thinkj/rewards/designs/judge.py (the right arm then fails: mean fell;
 TRL session 9, verl session 10, experiments/LOG.md). Shuffled golds are not the control: on verl they raised the
 metric past the bar by sharpening the init's own leaning (experiments/LOG.md, "RL canaries, session 10").
 
-In ``make test`` (``-m rl_canary``): TRL GRPO seed 0 (~2.5 min with the init). Opt-in (``-m "rl_canary and
+In ``make test`` (``-m rl_canary``): TRL GRPO seed 0 at 60 steps (at 30 it failed on a CPU without bf16, +0.017;
+at 60 seeds 0-2 held there, +0.054 / +0.109 / +0.193, experiments/LOG.md "session 15"). Opt-in (``-m "rl_canary and
 opt_in"``): TRL seed 1; verl GRPO (its right arm also validates on the held-out pairs and runs
-tests/test_verl_cpu_validation.py's check), ``grpo_consistent``, PPO and Reinforce++ (~6.5 min each). verl's are
-opt-in because they are not reliable yet: with both gold sides in every step verl GRPO's right arm rose on 5 of 5
-runs but passed the +0.05 bar on 3 (its rollouts are not reproducible; experiments/LOG.md, "RL canaries: why verl
-GRPO drifts").
+tests/test_verl_cpu_validation.py's check), ``grpo_consistent``, PPO and Reinforce++ (~6.5 min each at 30 steps;
+verl GRPO runs 60 steps, ~9-10 min a pair of arms). verl's are opt-in for their time and because verl's rollouts are
+not reproducible (one run is one draw): with both gold sides in every step verl GRPO's right arm passed the +0.05
+bar on 3 of 5 runs at 30 steps, and on 5 of 5 at 60 (+0.088 to +0.107; experiments/LOG.md, "RL canaries: why verl
+GRPO drifts" and "verl GRPO canary at 60 steps").
 """
 
 from __future__ import annotations
@@ -139,6 +143,29 @@ def init_judge(tmp_path_factory):
     return get
 
 
+def test_the_generation_criterion_sees_a_collapse_and_tolerates_noise():
+    """The right arm must keep its own answers: greedy accuracy may fall by at most MAX_GEN_FALL (0.05 of the 128
+    held-out judgments) and the parse rate by at most MAX_PARSE_FALL; a teacher-forced pass alone is not enough."""
+    from thinkj.online.canary import MAX_GEN_FALL, generation_held
+
+    def reading(right: int, parsed: int, n: int = 128) -> dict:
+        return {"accuracy": right / n, "parse_rate": parsed / n, "a_share": 0.5,
+                "correct": [True] * right + [False] * (n - right)}
+
+    init = reading(76, 128)
+    assert generation_held(init, reading(90, 128))["held"]  # rose
+    assert generation_held(init, reading(70, 128))["held"]  # fell by 6 of 128 (0.047): noise of a side change
+    assert not generation_held(init, reading(69, 128))["held"]  # 7 of 128: more than MAX_GEN_FALL
+    assert not generation_held(init, reading(76, 121))["held"]  # as right, but 7 answers lost their verdict
+    collapsed = generation_held(init, reading(0, 0))  # verl's right arm 3: reward 1.25 -> 0.57 (LOG, session 14)
+    assert not collapsed["held"] and collapsed["fall"] == pytest.approx(76 / 128) and MAX_GEN_FALL == 0.05
+    learned = {"learned": True, "rise": 0.09, "p_one_sided": 1e-9, "arm": "right"}
+    control = {"learned": False, "rise": -0.2, "arm": "flipped"}
+    holds, why = canary_verdict({**learned, "generation": collapsed}, control)
+    assert not holds and "lost its own answers" in why
+    assert canary_verdict({**learned, "generation": generation_held(init, reading(90, 128))}, control)[0]
+
+
 def test_a_canary_arm_keeps_the_callers_grpoconfig_fields_beside_its_own(tmp_path):
     """canary_arm sets TRL's shuffle_dataset itself; a caller's ``extra`` joins it instead of clashing with it (a
     duplicate keyword before): the arm gets as far as checking its model."""
@@ -157,7 +184,7 @@ def test_trl_grpo_learns_the_canary_and_not_the_control(tmp_path, init_judge, se
     control = canary_arm(init, tmp_path, seed=seed, control=CONTROL, before=before)
     print(f"seed {seed}: right {right}\ncontrol {control}")
     holds, why = canary_verdict(right, control)
-    assert holds, why
+    assert holds, why  # includes right["generation"]["held"]: its own greedy answers did not fall
     assert control["rise"] < right["rise"]
 
 

@@ -78,3 +78,34 @@ def test_a_duplicated_judgment_is_counted_once():
     assert naive < 0.01 < once["p"]  # counted twice, McNemar would claim p = 0.004
     assert twice["test"] == "cluster_sign_flip" and twice["clusters"] == 15
     assert twice["p"] == pytest.approx(once["p"])
+
+
+def test_cluster_bootstrap_hand_worked_and_blind_to_duplicates():
+    from thinkj.stats import cluster_bootstrap_ci, paired_test
+
+    # two clusters of two judgments: A both gained (+2 of 2), B both lost (-2 of 2). A resample of two clusters is
+    # AA (+1.0, chance 1/4), AB or BA (0, 1/2) or BB (-1.0, 1/4): its 2.5 % and 97.5 % points are -1 and +1
+    later, earlier, clusters = [True, True, False, False], [False, False, True, True], ["A", "A", "B", "B"]
+    assert cluster_bootstrap_ci(later, earlier, clusters) == (-1.0, 1.0)
+    # every cluster the same change: no spread to resample
+    assert cluster_bootstrap_ci([True, True, True], [False, False, False], [1, 2, 3]) == (1.0, 1.0)
+    # each judgment drawn twice: the same clusters, so the same resamples and the same interval; counted as
+    # judgments of their own the interval would narrow (the duplicate looks like new evidence)
+    later = [True] * 9 + [False] * 2 + [True] * 4
+    earlier = [False] * 9 + [True] * 2 + [True] * 4
+    once = cluster_bootstrap_ci(later, earlier, list(range(15)))
+    assert cluster_bootstrap_ci(later * 2, earlier * 2, list(range(15)) * 2) == once
+    naive = cluster_bootstrap_ci(later * 2, earlier * 2, list(range(30)))
+    assert naive[1] - naive[0] < 0.8 * (once[1] - once[0])
+    assert paired_test(later * 2, earlier * 2, list(range(15)) * 2)["diff_ci95"] == list(once)
+    with pytest.raises(ValueError, match="equally long"):
+        cluster_bootstrap_ci(later, earlier, list(range(14)))
+
+
+def test_design_effect_p_hand_worked():
+    from thinkj.stats import design_effect_p
+
+    # 8 vs 0: z = 8 / sqrt(8) = 2.83; at design effect 2, z = 8 / sqrt(16) = 2: two-sided 0.0455
+    assert design_effect_p(8, 0, 2.0) == pytest.approx(0.0455, abs=5e-5)
+    assert design_effect_p(8, 0, 1.0) == pytest.approx(0.00468, abs=5e-6)
+    assert design_effect_p(5, 5, 3.0) == 1.0 and design_effect_p(0, 0, 2.0) == 1.0

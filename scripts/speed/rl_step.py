@@ -4,6 +4,15 @@ settings: s/step, rollouts/s and where one step's time goes.
     python scripts/speed/rl_step.py                                 # SmolLM2-135M-Instruct, both engines, 3 steps
     python scripts/speed/rl_step.py --engines trl --steps 4 --generations 4 --prompts 2
     python scripts/speed/rl_step.py --model tiny --steps 2          # the 0.4 M-parameter model: a quick check
+    # one GPU (issue 52): a random 1.2 B model of SmolLM2's architecture, 8 prompts x 8 rollouts x 512 tokens; every
+    # rollout in one pass and transformers generate (gpu_before: ran out of memory on an H200) vs GRPORun's GPU
+    # layout with transformers generate (gpu_hf) and with vLLM where TRL can use it (gpu_after, gpu_no_ckpt: each in
+    # a process of its own, as a colocated vLLM engine keeps its GPU memory while the process lives). A setting that
+    # runs out of GPU memory is a row with its error; the others still run.
+    for s in gpu_hf,gpu_before gpu_after gpu_no_ckpt; do
+      python scripts/speed/rl_step.py --engines trl --device gpu --settings $s \
+        --model random-1.2b --tokenizer SMOLLM2_DIR --keep runs/rl_step_gpu --json runs/rl_step_gpu/${s%%,*}.json \
+        --prompts 8 --generations 8 --max-completion 512 --steps 3; done
 
 A benchmark, not a test: it trains on ``--prompts`` x ``--generations`` rollouts of the demo's facts pairs (judge
 template ``judge_strength_v2``, Think-J reward ``thinkj_qwen``, beta 0.001, the demo's 96-token completions) from a
@@ -56,10 +65,40 @@ def write_data(folder: Path, rows: int) -> dict[str, Path]:
     return {"jsonl": folder / "pairs.jsonl", "parquet": folder / "train.parquet"}
 
 
-def model_path(name: str, folder: Path) -> str:
-    if name != "tiny":
-        from thinkj.models import resolve_model
+# SmolLM2-1.7B's layer shape (hidden 2048, 32 heads, MLP 8192; its config on the hub) with 16 instead of 24 layers:
+# 1.07 B in the layers + 0.10 B tied embeddings = 1.17 B parameters, the size of issue 52's out-of-memory run
+RANDOM_1_2B = {"hidden_size": 2048, "intermediate_size": 8192, "num_hidden_layers": 16, "num_attention_heads": 32,
+               "num_key_value_heads": 32, "head_dim": 64}
 
+
+def random_smollm2(out: Path, tokenizer: str) -> Path:
+    """A randomly initialised ~1.2 B model of SmolLM2's architecture (config and tokenizer from the SmolLM2 folder
+    ``tokenizer``), written once to ``out``: costs of a step, not a judge (it samples to the length limit)."""
+    import torch
+    from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
+
+    if (out / "model.safetensors").exists():
+        return out
+    config = AutoConfig.from_pretrained(tokenizer)
+    for key, value in RANDOM_1_2B.items():
+        setattr(config, key, value)
+    torch.manual_seed(0)
+    with torch.device("cuda" if torch.cuda.is_available() else "cpu"):
+        model = AutoModelForCausalLM.from_config(config, dtype=torch.bfloat16)
+    print(f"# random SmolLM2-architecture model: {sum(p.numel() for p in model.parameters()) / 1e9:.2f} B "
+          "parameters", flush=True)
+    model.save_pretrained(str(out))
+    AutoTokenizer.from_pretrained(tokenizer).save_pretrained(str(out))
+    model.generation_config.save_pretrained(str(out))
+    return out
+
+
+def model_path(name: str, folder: Path, tokenizer: str = "smollm2") -> str:
+    from thinkj.models import resolve_model
+
+    if name == "random-1.2b":
+        return str(random_smollm2(folder / "random_1.2b", str(resolve_model(tokenizer))))
+    if name != "tiny":
         return str(resolve_model(name))
     from thinkj.models.tiny import build_tiny_model
 
@@ -172,20 +211,25 @@ def trl_breakdown(raw: dict[str, float]) -> dict[str, float]:
     return {"step": step, **parts}
 
 
-def run_trl(setting: str, model: str, data: Path, out: Path, args: argparse.Namespace) -> list[dict[str, float]]:
+def run_trl(setting: str, model: str, data: Path, out: Path,
+            args: argparse.Namespace) -> tuple[list[dict[str, float]], dict[str, Any]]:
+    """Per-step breakdowns, and the step layout the run used (micro-batches, checkpointing, rollout engine)."""
     from thinkj.online.trl_grpo import GRPORun, run_trl_grpo
 
     setting_fields = dict(TRL_SETTINGS[setting])
     extra = setting_fields.pop("extra")
+    if setting_fields.get("micro_batch") == "all":  # every rollout of a step in one pass (what ran out of memory)
+        setting_fields["micro_batch"] = args.generations * args.prompts
+    setting_fields.setdefault("micro_batch", args.micro_batch)
     with trl_clock() as clock:
-        run_trl_grpo(GRPORun(
+        summary = run_trl_grpo(GRPORun(
             model=model, data=str(data), out_dir=str(out), preset="thinkj_qwen", template="judge_strength_v2",
             steps=args.steps, learning_rate=5e-6, beta=0.001, num_generations=args.generations,
             prompts_per_step=args.prompts, max_completion_length=args.max_completion, save_steps=10_000,
-            seed=0, device="cpu", extra=extra, **setting_fields), force=True)
+            seed=0, device=args.device, extra=extra, **setting_fields), force=True)
     state = json.loads((out / "trainer_state.json").read_text())
     lengths = [h["completions/mean_length"] for h in state["log_history"] if "completions/mean_length" in h]
-    return [{**trl_breakdown(s), "completion_tokens": n} for s, n in zip(clock.steps, lengths)]
+    return [{**trl_breakdown(s), "completion_tokens": n} for s, n in zip(clock.steps, lengths)], summary["layout"]
 
 
 # The demo's online stage (configs/recipes/smollm2-cpu.yaml: RL_ENGINE=trl, cpu_bf16, gradient_checkpointing=false in
@@ -196,6 +240,14 @@ TRL_SETTINGS: dict[str, dict[str, Any]] = {
     "before": {"shared_prefix": False, "rollout_bf16": False, "extra": DEMO_EXTRA},
     "prefix": {"shared_prefix": True, "rollout_bf16": False, "extra": DEMO_EXTRA},
     "bf16_rollout": {"shared_prefix": False, "rollout_bf16": True, "extra": DEMO_EXTRA},
+    # one GPU (issue 52): all rollouts in one pass and transformers generate (what TRL ran before; GRPOConfig's
+    # gradient checkpointing, on); GRPORun's GPU layout (micro-batches of up to 8) with transformers generate; its
+    # defaults, which add vLLM colocated rollouts where TRL can use vLLM (thinkj/online/trl_batching.py); and those
+    # without gradient checkpointing (faster where the micro-batches fit without it)
+    "gpu_before": {"micro_batch": "all", "extra": {"use_vllm": False}},
+    "gpu_hf": {"extra": {"use_vllm": False}},
+    "gpu_after": {"extra": {}},
+    "gpu_no_ckpt": {"extra": {"gradient_checkpointing": False}},
     "fused_adamw": {"shared_prefix": False, "rollout_bf16": False,
                     "extra": {**DEMO_EXTRA, "optim": "adamw_torch_fused"}},
     "after": {"extra": DEMO_EXTRA},
@@ -270,8 +322,13 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--engines", default="trl,verl", help="comma-separated: trl, verl")
     ap.add_argument("--settings", default="before,after", help="comma-separated: before, after")
-    ap.add_argument("--model", default="smollm2", help="a catalog name, a model folder, or tiny")
+    ap.add_argument("--model", default="smollm2", help="a catalog name, a model folder, tiny, or random-1.2b")
+    ap.add_argument("--tokenizer", default="smollm2", help="random-1.2b: the SmolLM2 folder (or catalog name) whose "
+                                                          "config and tokenizer it takes")
+    ap.add_argument("--micro-batch", type=int, default=0, help="trl: rollouts per forward and backward where the "
+                                                               "setting leaves it (0: GRPORun's default)")
     ap.add_argument("--steps", type=int, default=3)
+    ap.add_argument("--device", default="cpu", choices=("cpu", "gpu"), help="trl: where the run trains")
     ap.add_argument("--generations", type=int, default=4, help="rollouts per prompt (the group)")
     ap.add_argument("--prompts", type=int, default=2, help="prompts per step")
     ap.add_argument("--max-completion", type=int, default=96)
@@ -282,26 +339,45 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="rl_step_") as tmp:
         work = args.keep or Path(tmp)
         data = write_data(work / "data", 64)
-        model = model_path(args.model, work)
+        model = model_path(args.model, work, args.tokenizer)
         rollouts = args.generations * args.prompts
         results = []
         for engine in args.engines.split(","):
             for setting in args.settings.split(","):
                 start = time.perf_counter()
-                if engine == "trl":
-                    steps = run_trl(setting, model, data["jsonl"], work / f"trl_{setting}", args)
-                elif engine == "verl":
-                    steps = run_verl(setting, model, data["parquet"], work / f"verl_{setting}", args)
-                else:
-                    raise SystemExit(f"--engines: unknown engine {engine!r}")
-                row = {"engine": engine, "setting": setting, "model": args.model, "rollouts_per_step": rollouts,
-                       "steps": len(steps), **summarise(steps, rollouts),
-                       "run_wall_s": round(time.perf_counter() - start, 1)}
+                row = {"engine": engine, "setting": setting, "model": args.model, "rollouts_per_step": rollouts}
+                try:
+                    if engine == "trl":
+                        steps, row["layout"] = run_trl(setting, model, data["jsonl"], work / f"trl_{setting}", args)
+                    elif engine == "verl":
+                        steps = run_verl(setting, model, data["parquet"], work / f"verl_{setting}", args)
+                    else:
+                        raise SystemExit(f"--engines: unknown engine {engine!r}")
+                    row.update(steps=len(steps), **summarise(steps, rollouts))
+                except Exception as exc:  # noqa: BLE001 -- a GPU setting that runs out of memory is a result too
+                    if args.device != "gpu" or "out of memory" not in str(exc):
+                        raise
+                    row["error"] = f"{type(exc).__name__}: {str(exc).splitlines()[0][:200]}"
+                    import gc
+
+                    import torch
+
+                    gc.collect()
+                    torch.cuda.empty_cache()
+                row["run_wall_s"] = round(time.perf_counter() - start, 1)
+                if args.device == "gpu":  # peak memory of this run (the GPU runs train in this process)
+                    import torch
+
+                    row["peak_gpu_gib"] = round(torch.cuda.max_memory_allocated() / 2**30, 1)
+                    torch.cuda.reset_peak_memory_stats()
                 results.append(row)
                 print(json.dumps(row), flush=True)
     print(f"\n{'engine':6} {'setting':8} {'s/step':>7} {'rollouts/s':>10} {'first':>6}  "
           + " ".join(f"{p:>8}" for p in PARTS))
     for r in results:
+        if "error" in r:
+            print(f"{r['engine']:6} {r['setting']:8} {r['error']}")
+            continue
         b = r["breakdown_s"]
         print(f"{r['engine']:6} {r['setting']:8} {r['s_per_step']:7.2f} {r['rollouts_per_s']:10.3f} "
               f"{r['first_step_s']:6.1f}  " + " ".join(f"{b[p]:8.2f}" for p in PARTS))

@@ -130,12 +130,19 @@ def score_cmd(benchmark: str = typer.Argument(..., help=BENCH_HELP),
 def compare_cmd(rows: list[str] = typer.Argument(..., help="ROW=FOLDER: base | init | offline | online, each an "
                                                            "evaluation folder (FOLDER/<benchmark>/ from eval run)"),
                 out: Path = typer.Option(..., help="folder for compare.json"),
-                benchmark: str = typer.Option("synthetic", help="whose judgments are compared")) -> None:
+                benchmark: str = typer.Option("synthetic", help="whose judgments are compared"),
+                pairs: Path = typer.Option(None, help="the held-out pairs file the rows judged, for each item's "
+                                                      "question [the one the evaluation's results name]")) -> None:
     """Rows of Table 4's layout on the same held-out judgments: accuracy with 95% intervals, pair accuracy, and
-    each trained row against the row it builds on (McNemar); prints the table, writes compare.json."""
+    each trained row against the row it builds on (judgments clustered by question: the cluster sign-flip test
+    where they share one, McNemar's exact test where each is its own; the output names the test and the cluster
+    count); prints the table, writes compare.json."""
     from thinkj.evaluation.row_compare import compare_rows, print_results
     from thinkj.overrides import parse_key_values
+    from thinkj.records import RecordError
 
     folders = {row: Path(folder) for row, folder in parse_key_values(rows, "ROW=FOLDER", example="e.g. init=runs/x/eval/"
                                                                       "judge_sft").items()}
-    print_results(compare_rows(folders, out, benchmark))
+    if pairs is not None and not pairs.is_file():
+        raise RecordError("no such pairs file", path=pairs, field="--pairs")
+    print_results(compare_rows(folders, out, benchmark, pairs))

@@ -14,7 +14,8 @@ Each ``ROW=FOLDER`` is an evaluation folder (``thinkj eval run ... --out FOLDER/
 * parse_failure: judgments without a verdict / judgments.
 
 ``comparisons`` sets each later row against the one it builds on (init against base, offline and online against
-init) on the judgments both made: the change in points, how many only one of them got right, a paired test
+init) on the judgments both made: the change in points with its cluster bootstrap 95% interval
+(:func:`thinkj.stats.cluster_bootstrap_ci`), how many only one of them got right, a paired test
 (:func:`thinkj.stats.paired_test`: judgments that share a question -- both orders of a comparison, a comparison
 drawn twice, several comparisons of one question -- form one cluster and the cluster sign-flip test runs; McNemar's
 exact test only when every judgment is its own cluster) with its p-value, the test's name and the number of distinct
@@ -62,18 +63,29 @@ def _first_samples(records: list[dict[str, Any]]) -> dict[tuple[str, str], bool]
     return {(r["item_id"], r["order"]): bool(r["correct"]) for r in records if r.get("sample", 0) == 0}
 
 
+def pair_questions(source: str | os.PathLike) -> dict[str, str]:
+    """item id -> its question, from a pairs file: the pair's ``meta["question_id"]`` where the generator sets one,
+    else the text of its last user turn (a comparison drawn twice and several comparisons of one question share it).
+    Pairs without an id or a user turn are left out."""
+    keys = {}
+    for _, pair in read_jsonl(source):
+        question = (pair.get("meta") or {}).get("question_id")
+        if question is None:
+            turns = [m.get("content", "") for m in pair.get("messages") or [] if m.get("role") == "user"]
+            question = turns[-1] if turns else None
+        if pair.get("id") is not None and question is not None:
+            keys[str(pair["id"])] = str(question)
+    return keys
+
+
 def question_keys(records: list[dict[str, Any]], source: str | os.PathLike | None = None) -> tuple[dict[str, str], str]:
     """item id -> the cluster its judgments belong to, and what the cluster is: the record's ``question_id`` where
-    the records carry one; else the question's text from the pairs file ``source`` (the last user turn, so a
-    comparison drawn twice and several comparisons of one question share it); else the item (its two orders)."""
+    the records carry one; else the question from the pairs file ``source`` (:func:`pair_questions`); else the item
+    (its two orders)."""
     if records and all(r.get("question_id") for r in records):
         return {r["item_id"]: str(r["question_id"]) for r in records}, "question"
     if source and Path(source).is_file():
-        keys = {}
-        for _, pair in read_jsonl(source):
-            turns = [m.get("content", "") for m in pair.get("messages") or [] if m.get("role") == "user"]
-            if pair.get("id") is not None and turns:
-                keys[str(pair["id"])] = turns[-1]
+        keys = pair_questions(source)
         if keys and all(r["item_id"] in keys for r in records):
             return {r["item_id"]: keys[r["item_id"]] for r in records}, "question"
     return {r["item_id"]: r["item_id"] for r in records}, "comparison"
@@ -95,10 +107,11 @@ def paired_comparison(later: list[dict[str, Any]], earlier: list[dict[str, Any]]
             "only_later_right": only_later, "only_earlier_right": only_earlier, "n_judgments": n,
             "test": test["test"], "p": float(f"{test['p']:.3g}"), "clusters": test["clusters"],
             "cluster_by": cluster_by, "why": test["why"],
+            "change_ci95": [round(100.0 * x, 1) for x in test["diff_ci95"]],
             "accuracy_needed_for_separated_ci": round(100.0 * needed / n, 1) if needed is not None else None}
 
 
-def _source(judgments: Path, benchmark: str) -> str | None:
+def pairs_source(judgments: Path, benchmark: str) -> str | None:
     """The pairs file a row's evaluation read (its results' provenance), if recorded and present."""
     path = judgments.with_name(f"{benchmark}.results.json")
     results = read_json(path) if path.is_file() else None
@@ -153,8 +166,10 @@ def git_commit() -> str:
         return "unknown"
 
 
-def compare_rows(folders: dict[str, Path], out: str | os.PathLike, benchmark: str = "synthetic") -> dict[str, Any]:
-    """Read each row's judgments of ``benchmark``, write ``<out>/compare.json``, and return it."""
+def compare_rows(folders: dict[str, Path], out: str | os.PathLike, benchmark: str = "synthetic",
+                 pairs: str | os.PathLike | None = None) -> dict[str, Any]:
+    """Read each row's judgments of ``benchmark``, write ``<out>/compare.json``, and return it. ``pairs``: the
+    held-out pairs file (each item's question); default, the one the earlier row's results name."""
     unknown = [row for row in folders if row not in ROWS]
     if unknown:
         raise RecordError(f"unknown row {unknown[0]!r}; rows: {', '.join(ROWS)}", field="ROW")
@@ -169,14 +184,14 @@ def compare_rows(folders: dict[str, Path], out: str | os.PathLike, benchmark: st
     for later, earlier in COMPARISONS:
         if later in rows and earlier in rows:
             clusters, cluster_by = question_keys(records[earlier] + records[later],
-                                                 _source(judgments[earlier], benchmark))
+                                                 pairs or pairs_source(judgments[earlier], benchmark))
             comparisons[f"{later}_vs_{earlier}"] = paired_comparison(records[later], records[earlier],
                                                                      rows[earlier], clusters, cluster_by)
     checks = learning_checks(rows)
     after = checks.get("best_trained") or ("init" if "init" in rows else None)
     example = before_after(judgments, after) if after else None
     if example:
-        source = _source(judgments[after], benchmark)
+        source = pairs or pairs_source(judgments[after], benchmark)
         if source:
             for _, pair in read_jsonl(source):
                 if pair.get("id") == example["item_id"]:
@@ -203,7 +218,9 @@ def print_results(document: dict[str, Any]) -> None:
               f"{m['parse_failure']:9.1f} {m['n_items']:6d}")
     for name, c in (document.get("comparisons") or {}).items():
         needed = c["accuracy_needed_for_separated_ci"]
-        print(f"{name.replace('_vs_', ' vs '):17s} {c['change_points']:+6.1f} points; right only in one: "
+        ci = c.get("change_ci95")
+        print(f"{name.replace('_vs_', ' vs '):17s} {c['change_points']:+6.1f} points"
+              f"{f' [{ci[0]:+.1f}, {ci[1]:+.1f}] (cluster bootstrap)' if ci else ''}; right only in one: "
               f"{c['only_later_right']} vs {c['only_earlier_right']} ({_test_name(c)} p = {c['p']:.2g}, "
               f"{c['clusters']} {c['cluster_by']}s: {c['why']}); "
               f"separated intervals need {'an unreachable' if needed is None else f'{needed:.1f} %'}")

@@ -42,7 +42,9 @@ INFORMATIVE = 0.65  # the init judge's verdict is the gold w.p. 0.65, else a coi
 # 200 SFT steps, not 120: at 120 the inits of seeds 1 and 2 had not bound the verdict to the content yet (mean right
 # -verdict probability 0.51-0.54 against 0.76 for seed 0; experiments/LOG.md, "RL canaries, session 9")
 INIT_STEPS = 200
-RL_SETTINGS: dict[str, Any] = {"steps": 30, "learning_rate": 3e-4, "beta": 0.0, "num_generations": 8,
+# 60 steps, not 30: at 30 the CI arm rose +0.017 on a CPU without bf16 (failed); at 60 three seeds held there
+# (+0.054, +0.109, +0.193; experiments/LOG.md, "session 15", rule fixed before the runs)
+RL_SETTINGS: dict[str, Any] = {"steps": 60, "learning_rate": 3e-4, "beta": 0.0, "num_generations": 8,
                                "prompts_per_step": 4, "max_completion_length": 96}
 RL_PAIRS = 256
 MIN_RISE = 0.05  # the least mean rise of the right verdict's probability that counts as learning, fixed in advance

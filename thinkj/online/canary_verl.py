@@ -6,7 +6,7 @@ scripts/train_verl.sh``, the script a cluster user runs, then verl's own model m
     right = verl_canary_arm(init, "runs/canary_verl", algo="grpo", seed=0, val=True)
     control = verl_canary_arm(init, "runs/canary_verl", algo="grpo", seed=0, control="flipped")
 
-Run sizes mirror the TRL canary's :data:`~thinkj.online.canary.RL_SETTINGS` (30 steps of 4 prompts x 8 rollouts,
+Run sizes mirror the TRL canary's :data:`~thinkj.online.canary.RL_SETTINGS` (4 prompts x 8 rollouts a step,
 lr 3e-4, constant as verl's default schedule is, no KL term, responses up to 96 tokens, one on-policy update a
 step); the algorithm's estimator and the rest of configs/verl/<algo>.yaml stay as configured.
 ``grpo_consistent`` trains on both orders of each comparison (2 comparisons x 2 orders a step: the same 32
@@ -33,8 +33,10 @@ from thinkj.paths import PROJECT_ROOT
 
 ALGOS = ("grpo", "grpo_consistent", "ppo", "reinforce_pp")
 CRITIC_LR = 1e-3  # PPO's value head starts from nothing; Table 11's 1e-5 would leave it there for 30 steps
-# steps per algorithm where they differ from RL_SETTINGS["steps"] (30): verl GRPO's rise at 30 was small and variable
+# steps per algorithm (the TRL canary's RL_SETTINGS["steps"] is its own): verl GRPO's rise at 30 was small and
+# variable; the other algorithms held at 30 on their one run each
 STEPS: dict[str, int] = {"grpo": 60}
+DEFAULT_STEPS = 30
 VAL_EVERY = 10  # held-out validation (both orders of the canary's 64 eval pairs) every so many steps, and at step 0
 
 
@@ -44,7 +46,7 @@ class CanaryRunError(ThinkJError):
 
 def canary_steps(algo: str) -> int:
     """Training steps of a verl canary arm of ``algo``."""
-    return STEPS.get(algo, RL_SETTINGS["steps"])
+    return STEPS.get(algo, DEFAULT_STEPS)
 
 
 def verl_canary_overrides(algo: str, prompt_length: int, *, val: bool = False,

@@ -48,6 +48,8 @@ def rl(
     beta: float = typer.Option(0.001, help="trl: KL coefficient (Table 11: 0.001)"),
     num_generations: int = typer.Option(4, help="trl: group size (Table 11 GRPO: 8)"),
     prompts_per_step: int = typer.Option(2, help="trl: prompts per optimizer step"),
+    micro_batch: int = typer.Option(0, help="trl: rollouts per forward and backward, gradients accumulated over the "
+                                            "step's rollouts, which it must divide (0: all on a CPU, up to 8 on a GPU)"),
     max_completion_length: int = typer.Option(64, help="trl: max new tokens (Table 11: 3072)"),
     device: str = typer.Option("auto", help="trl: auto | cpu | gpu; verl: cpu runs verl's trainer on this machine's CPU "
                                             "(tiny models, checking only), otherwise GPU nodes"),
@@ -74,6 +76,9 @@ def rl(
 
     if engine == "verl" and twins != "off":
         raise typer.BadParameter("--twins is the TRL engine's option; verl takes both orders with --algo grpo_consistent")
+    if engine == "verl" and micro_batch:
+        raise typer.BadParameter("--micro-batch is the TRL engine's option; verl's is "
+                                 "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu")
     # an unknown, nan or negative weight would train a silently wrong ablation; w_con needs both orders in a step
     check_weights_with_twins(preset, weights, twins if engine == "trl" else "step" if algo == "grpo_consistent" else "off")
     for option, number in (("--steps", steps), ("--num-generations", num_generations),
@@ -103,8 +108,8 @@ def rl(
         run_fields = {k: v for k, v in given.items() if k in own}
         run = GRPORun(model=model, data=str(data), out_dir=str(out), preset=preset, weights=weights, steps=steps,
                       learning_rate=lr, beta=beta, num_generations=num_generations, prompts_per_step=prompts_per_step,
-                      max_completion_length=max_completion_length, device=device, extra=extra, twins=twins,
-                      eval_data=str(val_data) if val_data else None, eval_steps=eval_steps)
+                      micro_batch=micro_batch, max_completion_length=max_completion_length, device=device, extra=extra,
+                      twins=twins, eval_data=str(val_data) if val_data else None, eval_steps=eval_steps)
         summary = run_trl_grpo(replace(run, **run_fields), force=force)
         typer.echo(json.dumps({k: v for k, v in summary.items() if k != "run"}, indent=1))
     elif engine == "verl":

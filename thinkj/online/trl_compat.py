@@ -7,8 +7,8 @@ Two mismatches in the pinned stack (found by importing ``trl.GRPOTrainer`` in it
   every optional package is installed and fails importing ``vllm_ascend``. Each tuple becomes its boolean.
 * TRL 0.24 supports vLLM 0.10.2 only and imports ``vllm.sampling_params.GuidedDecodingParams`` whenever
   vLLM is installed; later vLLM releases (the CPU build here is 0.28) removed it. When the installed vLLM
-  lacks it, TRL's vLLM integration is switched off and GRPO generates with transformers, which is what
-  our runs use anyway (``use_vllm=False``).
+  lacks it, TRL's vLLM integration is switched off and GRPO generates with transformers; a GPU run then
+  says so (:mod:`thinkj.online.trl_batching` reads this flag to pick the rollout engine).
 
 Nothing changes where the flags are already right (a TRL release that fixed this, or vLLM 0.10.2).
 """

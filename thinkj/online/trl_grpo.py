@@ -36,6 +36,7 @@ from typing import Any
 from thinkj.errors import ThinkJError
 from thinkj.fingerprint import fingerprint
 from thinkj.folder_swap import promote, restore, staging_dir
+from thinkj.online.trl_batching import StepLayout, step_layout
 from thinkj.records import RecordError, load_pairs, write_json, write_jsonl
 from thinkj.rewards import get_preset
 from thinkj.rewards.adapters.trl import TRLReward, completion_text, log_to_trainer
@@ -267,6 +268,9 @@ class GRPORun:
     # rollout weights only where the loss itself runs in bf16 autocast (bf16=True)
     shared_prefix: bool = True
     rollout_bf16: bool = True
+    # rollouts per forward and backward, gradients accumulated over a step (0: all on a CPU, up to 8 on a GPU;
+    # thinkj.online.trl_batching, which also sets gradient checkpointing and vLLM rollouts)
+    micro_batch: int = 0
 
 
 def held_out_rows(run: GRPORun) -> list[dict[str, Any]]:
@@ -325,28 +329,31 @@ def _finished_with(folder: Path, settings: dict[str, Any]) -> dict[str, Any] | N
     return None
 
 
+def step_layout_of(run: GRPORun, cpu: bool) -> StepLayout:
+    """How ``run``'s steps are laid out on the device (:mod:`thinkj.online.trl_batching`)."""
+    orders = 1 if run.twins == "off" else 2  # with twins a step holds both orders of prompts_per_step comparisons
+    return step_layout(rollouts=run.num_generations * run.prompts_per_step * orders, micro_batch=run.micro_batch,
+                       cpu=cpu, twins=run.twins != "off", extra=run.extra)
+
+
 def _grpo_config(run: GRPORun, ckpt_dir: Path, cpu: bool) -> Any:
     """TRL's GRPOConfig for the run; a bad or unknown field fails here, before anything is written."""
+    settings = grpo_settings(run, ckpt_dir, cpu)  # first: it repairs TRL's import flags
+    from trl import GRPOConfig
+
+    try:
+        return GRPOConfig(**settings)
+    except (TypeError, ValueError) as err:
+        raise ThinkJError(f"TRL settings: {' '.join(str(err).split())}") from None
+
+
+def grpo_settings(run: GRPORun, ckpt_dir: Path, cpu: bool) -> dict[str, Any]:
+    """The fields :func:`_grpo_config` hands to GRPOConfig, each override checked (a GPU's can be read on a CPU)."""
     from thinkj.online.trl_compat import fix_trl_availability_flags
 
     fix_trl_availability_flags()
     from trl import GRPOConfig
 
-    orders = 1 if run.twins == "off" else 2  # with twins a step holds both orders of prompts_per_step comparisons
-    group = run.num_generations * (2 if run.twins == "union" else 1)  # TRL's group: consecutive rollouts
-    settings = dict(
-        output_dir=str(ckpt_dir), max_steps=run.steps, learning_rate=run.learning_rate, beta=run.beta,
-        num_generations=group, per_device_train_batch_size=run.num_generations * run.prompts_per_step * orders,
-        gradient_accumulation_steps=1, max_prompt_length=run.max_prompt_length,
-        max_completion_length=run.max_completion_length, temperature=run.temperature, seed=run.seed,
-        use_cpu=cpu, bf16=not cpu, fp16=False, use_vllm=False, logging_steps=1, report_to="none",
-        save_strategy="steps", save_steps=run.save_steps, save_total_limit=2,
-        # [total, acc, format]: only the preset's score drives the advantage; the two terms are logged
-        reward_weights=[1.0, 0.0, 0.0], dataloader_num_workers=0, disable_tqdm=False,
-        # SFT checkpoints from LlamaFactory are saved with use_cache=false; without the KV cache every sampled
-        # token recomputes the whole prompt (measured: 18 s instead of ~2 s per step on the tiny model).
-        generation_kwargs={"use_cache": True},
-    )
     fields = set(inspect.signature(GRPOConfig).parameters)
     for key in run.extra:
         if key not in fields:
@@ -359,16 +366,28 @@ def _grpo_config(run: GRPORun, ckpt_dir: Path, cpu: bool) -> Any:
         if fixed:  # the twin sampler lays out a generation batch by these; vLLM's path regroups prompts itself
             raise ThinkJError(f"TRL override {fixed[0]}: with --twins the group and batch sizes come from "
                               "--num-generations and --prompts-per-step, and generation runs without vLLM")
+    layout = step_layout_of(run, cpu)
+    group = run.num_generations * (2 if run.twins == "union" else 1)  # TRL's group: consecutive rollouts
+    settings = dict(
+        output_dir=str(ckpt_dir), max_steps=run.steps, learning_rate=run.learning_rate, beta=run.beta,
+        num_generations=group, **layout.grpo_config_fields(), max_prompt_length=run.max_prompt_length,
+        max_completion_length=run.max_completion_length, temperature=run.temperature, seed=run.seed,
+        use_cpu=cpu, bf16=not cpu, fp16=False, logging_steps=1, report_to="none",
+        save_strategy="steps", save_steps=run.save_steps, save_total_limit=2,
+        # [total, acc, format]: only the preset's score drives the advantage; the two terms are logged
+        reward_weights=[1.0, 0.0, 0.0], dataloader_num_workers=0, disable_tqdm=False,
+        # SFT checkpoints from LlamaFactory are saved with use_cache=false; without the KV cache every sampled
+        # token recomputes the whole prompt (measured: 18 s instead of ~2 s per step on the tiny model). vLLM keeps
+        # its own cache, and TRL hands these keys to vLLM's SamplingParams, which has no use_cache
+        generation_kwargs={} if layout.rollout == "vllm" else {"use_cache": True},
+    )
     merged = {**settings, **run.extra}  # extra GRPOConfig fields from the command line win
     if merged.get("top_k") is None and not merged.get("use_vllm"):
         # GRPOConfig's None means "no top-k"; transformers 5 fills a None from its global default and samples from
         # the top 50 (verl's vLLM rollouts sample the whole distribution). 0 is transformers' own "off"; TRL's vLLM
         # path maps None to vLLM's -1 itself, and older vLLM refuses a top_k of 0.
         merged["generation_kwargs"] = {**(merged.get("generation_kwargs") or {}), "top_k": 0}
-    try:
-        return GRPOConfig(**merged)
-    except (TypeError, ValueError) as err:
-        raise ThinkJError(f"TRL settings: {' '.join(str(err).split())}") from None
+    return merged
 
 
 def build_trainer(run: GRPORun, config: Any, model: Any, tokenizer: Any, dataset: Any, *,
@@ -429,7 +448,7 @@ def run_trl_grpo(run: GRPORun, force: bool = False) -> dict[str, Any]:
     cpu = _use_cpu(run.device)
     described = asdict(run)
     for key, default in (("twins", "off"), ("shared_prefix", True), ("rollout_bf16", True),
-                         ("eval_data", None), ("eval_steps", 10)):
+                         ("eval_data", None), ("eval_steps", 10), ("micro_batch", 0)):
         if described[key] == default:
             del described[key]  # so runs finished before the option existed are still recognised as done
     settings = {"run": json.loads(json.dumps(described, default=str)),
@@ -445,6 +464,8 @@ def run_trl_grpo(run: GRPORun, force: bool = False) -> dict[str, Any]:
         return json.loads((out / DONE_MARKER).read_text(encoding="utf-8"))
     ckpt_dir = work / "checkpoints"
     config = _grpo_config(run, ckpt_dir, cpu)
+    layout = step_layout_of(run, cpu)
+    print(f"# {layout.describe()}", flush=True)
 
     # Nothing was changed on disk before this line.
     if force and work != out:
@@ -500,6 +521,9 @@ def run_trl_grpo(run: GRPORun, force: bool = False) -> dict[str, Any]:
         "log": str(out / "trainer_state.json"), "samples": str(out / "last_samples.jsonl"),
         "rows": len(rows), "skipped_tie": skipped["tie"], "twins": run.twins,
         "steps": trainer.state.global_step, "device": "cpu" if cpu else "gpu",
+        "layout": {"rollouts": layout.rollouts, "micro_batch": layout.micro_batch, "accumulation": layout.accumulation,
+                   "gradient_checkpointing": layout.gradient_checkpointing, "rollout": layout.rollout,
+                   "rollout_why": layout.rollout_why},
         "first_reward": history[0]["reward"] if history else None, "last_reward": history[-1]["reward"] if history else None,
         "run": settings["run"], "inputs": settings["inputs"],
     }

@@ -12,6 +12,10 @@ rollouts are computed, not to what is sampled from or how they are scored:
   only on CPUs with native bf16): a bf16 copy of the policy, refreshed from the fp32 master weights once per
   optimizer step, samples the completions -- the rounding the policy's forward under autocast applies anyway, done
   once per step instead of once per token (as verl's vLLM rollouts sample from bf16 weights of an fp32 actor).
+
+Both are CPU-only (``build_trainer`` turns them on for a CPU run); TRL's vLLM rollouts (``use_vllm``, a GPU only:
+:mod:`thinkj.online.trl_batching`) pass through untouched, and with gradient checkpointing the loss's log-probs
+take TRL's own path.
 """
 
 from __future__ import annotations
