@@ -88,3 +88,16 @@ def test_selection_stops_at_left_out_and_keeps_over_image(monkeypatch):
     assert selection.wheels == {"engine": "1", "transformers": "5.5.4"}
     assert selection.from_image == {"numpy": "2.3.5"}
     assert selection.left_out == {"kernels": "not on this path"}
+
+
+def test_device_run_script_dry_run_lists_every_step():
+    import subprocess
+    from pathlib import Path
+
+    script = Path(gpu_kit.ROOT) / "scripts" / "gpu_device_run.sh"
+    run = subprocess.run(["bash", str(script)], capture_output=True, text=True, timeout=60,
+                         env={"DRY_RUN": "1", "PATH": "/usr/bin:/bin", "SHARED_DATA": ""})
+    assert run.returncode == 0, run.stderr
+    steps = [line.split(":")[0].removeprefix("DRY ") for line in run.stdout.splitlines()]
+    assert steps == ["prep", "prep-parquet", "verl", "eval-hf", "eval-vllm", "sft", "dpo", "trl"]
+    assert "--engine verl" in run.stdout and "--backend vllm" in run.stdout and "ds_z3_config.json" in run.stdout
