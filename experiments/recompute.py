@@ -101,7 +101,7 @@ def report(folder: Path, comparisons: list[tuple[str, str]] | None = None) -> st
             if name not in names:
                 raise RecordError(f"no row {name!r} in every seed; rows: {', '.join(names)}", path=folder,
                                   field="--compare")
-    lines = [f"Records: {folder.as_posix()} ({len(seeds)} seed{'s' if len(seeds) > 1 else ''})", "",
+    lines = [f"Records: {folder.resolve().name} ({len(seeds)} seed{'s' if len(seeds) > 1 else ''})", "",
              "| row | judgments | accuracy [95% CI] | pair accuracy | unparsed |", "|---|---:|---:|---:|---:|"]
     for name in names:
         m = row_metrics([r for rows, _ in seeds.values() for r in rows[name]])

@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 from conftest import load_script
 
+RESULTS = Path(__file__).resolve().parents[1] / "experiments" / "results"
 recompute = load_script("experiments/recompute.py")
 pc_report = load_script("experiments/position_consistent_report.py")
 
@@ -32,6 +33,12 @@ def _pairs(path: Path, items: dict[str, str]) -> Path:
 def _judgments(path: Path, items: list[str], ok: bool) -> Path:
     path.write_text("".join(json.dumps(_record(i, o, ok)) + "\n" for i in items for o in ("original", "swapped")))
     return path
+
+
+def test_the_committed_table_recomputes_from_the_committed_records(capsys):
+    folder = RESULTS / "tiny_fruit"
+    assert recompute.main([str(folder), "--check"]) == 0
+    assert capsys.readouterr().out.endswith("table.md: recomputed, identical\n")
 
 
 def test_pooled_seeds_count_a_question_once(tmp_path, capsys):

@@ -160,12 +160,14 @@ def test_offline_learning_reuses_the_judge_and_reaches_the_table(online_run):
 def sweep_command(online_run: dict, sweep_dir: Path, *extra: str) -> list[str]:
     """``thinkj sweep experiments/table8.yaml --scale experiments/scales/cpu.yaml`` pointed at the tiny rehearsal:
     the scale's fields, then --set for the tiny recipe and the rehearsal's run folder, whose data and SFT stages the
-    cells share (each cell: ``thinkj run configs/recipes/tiny-cpu.yaml --set run_dir=... --set w_str=...``)."""
+    cells share (each cell: ``thinkj run configs/recipes/tiny-cpu.yaml --set run_dir=... --set w_str=...``). The cells
+    train with TRL (``rl_engine=trl``, ~20 s a cell against verl's ~2 min): what this test guards is the sweep's
+    launchers and resume; verl's CPU run is the rehearsal's own online stage (the fixture) and its twins run."""
     run_dir = online_run["run_dir"]
     return [str(Path(os.environ.get("PYTHON") or sys.executable).parent / "thinkj"), "sweep",
             str(ROOT / "experiments" / "table8.yaml"), "--scale", str(ROOT / "experiments" / "scales" / "cpu.yaml"),
             "--sweep-dir", str(sweep_dir), "--set", "model=[{recipe: configs/recipes/tiny-cpu.yaml}]",
-            "--set", f"run_dir={run_dir}", "--set", "eval_limit=8", *extra]
+            "--set", f"run_dir={run_dir}", "--set", "eval_limit=8", "--set", "rl_engine=trl", *extra]
 
 
 def sweep_state(sweep_dir: Path) -> dict:
@@ -218,10 +220,11 @@ def test_sweep_cells_by_local_then_ray_resume_after_a_kill(online_run, tmp_path)
             return (sum(r["status"] == "done" for r in runs.values()) == 1
                     and any(r["status"] == "running" for r in runs.values()))
 
-        def second_trained() -> bool:  # the pipeline announces the merge once the online stage's record is written
+        def second_trained() -> bool:  # the pipeline announces the next stage once the online stage's record is written
             running = [n for n, r in sweep_state(sweep_dir)["runs"].items() if r["status"] == "running"]
             step_log = sweep_dir / "runs" / running[0] / "logs" / "step1.log" if running else None
-            return bool(step_log and step_log.is_file() and "# stage merge" in step_log.read_text())
+            text = step_log.read_text() if step_log and step_log.is_file() else ""
+            return "# stage online " in text and "# stage " in text.split("# stage online ", 1)[1]
 
         _wait_for(second_started, proc, 900, "first cell done and second started")
         _wait_for(second_trained, proc, 900, "the second cell's training stage done")
@@ -242,8 +245,8 @@ def test_sweep_cells_by_local_then_ray_resume_after_a_kill(online_run, tmp_path)
     stamp = marker.stat().st_mtime_ns
     (interrupted,) = [name for name in before if name != finished[0]]
     cell = before[interrupted]["settings"]
-    online = run_dir / "train" / f"online_grpo_thinkj_qwen_w_fmt{cell['w_fmt']}_w_str{cell['w_str']}"
-    trained = online / "logs" / "thinkj" / "thinkj_grpo.jsonl"
+    online = run_dir / "train" / f"online_trl_grpo_thinkj_qwen_w_fmt{cell['w_fmt']}_w_str{cell['w_str']}"
+    trained = online / "thinkj_online_done.json"  # TRL's completion record, written last by the run
     trained_stamp = (trained.stat().st_mtime_ns, trained.read_bytes())
 
     with local_ray() as cluster:  # a head on 127.0.0.1 started by scripts/ray_cluster.sh
@@ -260,10 +263,10 @@ def test_sweep_cells_by_local_then_ray_resume_after_a_kill(online_run, tmp_path)
     assert after[interrupted]["job"].startswith("thinkj-") and "ray job submit" in rerun.stdout
     (submitted,) = [line for line in rerun.stdout.splitlines() if line.startswith("ray job submit")]
     assert interrupted in submitted and "thinkj run" in submitted, submitted
-    # resumed after its finished training stage: the Ray job's pipeline skipped it, and verl's training log is
-    # untouched (a restart from scratch also ends at step 2, which is all a step count could tell)
+    # resumed after its finished training stage: the Ray job's pipeline skipped it, and the run's completion record
+    # is untouched (a restart from scratch also ends at step 2, which is all a step count could tell)
     job_log = (sweep_dir / "runs" / interrupted / "logs" / "ray_job.log").read_text()
     assert "# skip online: done" in job_log and "# stage online " not in job_log, job_log[-3000:]
     assert (trained.stat().st_mtime_ns, trained.read_bytes()) == trained_stamp
-    assert json.loads(trained.read_text().splitlines()[-1])["step"] == 2
+    assert json.loads(trained.read_text())["steps"] == 2
     check_filled_table(sweep_dir)

@@ -2,9 +2,10 @@
 gradient checkpointing and the rollout engine, the exact fields handed to TRL's GRPOConfig, and -- with TRL's own
 trainer on the tiny judge -- that micro-batches with gradient accumulation make the same update as one batch.
 
-Break tried once: ``gradient_accumulation_steps`` set to 1 whatever the micro-batch (TRL then takes one update per
-micro-batch): the same-update test fails (weights differ after the step) and the GRPOConfig test fails on
-steps_per_generation.
+Break tried once (2026-11-28, in a copy of the package): the layout handing TRL ``steps_per_generation=N`` with
+``gradient_accumulation_steps=1`` instead of accumulating (TRL then makes one optimizer update per micro-batch): the
+same-update test failed (largest gap 2.4e-4 against a largest change of 4.3e-4; 7.5e-9 when not broken), and both
+GRPOConfig tests failed on gradient_accumulation_steps.
 """
 
 from __future__ import annotations

@@ -4,8 +4,10 @@ A step generates ``prompts_per_step x num_generations`` rollouts (x 2 with both 
 step is the algorithm; how many of those rollouts go through one forward and backward is memory, not maths. TRL
 0.24 computes the advantages over the whole generation batch, then splits it into ``steps_per_generation``
 micro-batches of ``per_device_train_batch_size`` rows and accumulates their gradients; its default loss ("dapo")
-divides every micro-batch's token sum by the generation batch's token count (``num_items_in_batch``), so the
-accumulated gradient is the one-batch gradient (``trl/trainer/grpo_trainer.py``, ``_compute_loss``).
+divides every micro-batch's token sum by the generation batch's token count (``num_items_in_batch``), and the
+trainer sets ``compute_loss_func`` so that transformers' Trainer does not divide by the accumulation steps again:
+the accumulated gradient is the one-batch gradient (``trl/trainer/grpo_trainer.py``, ``_compute_loss``; checked in
+tests/test_trl_batching.py).
 
 - **micro-batch** (``GRPORun.micro_batch``; 0 = automatic): on a CPU every rollout of a step in one pass (the
   runs of experiments/LOG.md); on a GPU at most :data:`GPU_MICRO_BATCH` rollouts a pass -- a 1.2 B model with

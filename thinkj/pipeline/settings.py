@@ -138,8 +138,8 @@ SETTINGS: tuple[Setting, ...] = (
     _s("PAIR_BATCH", "int", "", "hf batch size of the critic-guided pairs [the backend's]"),
     _s("EVAL_BATCH", "int", "", "hf batch size of evaluation [the backend's]"),
     _s("EVAL_ROWS", "list", "", "judge these models, one row each: base init offline online (a 'compare' stage then "
-                                "sets each against the row it builds on, McNemar on the same judgments) [the run's "
-                                "final model only]"),
+                                "sets each against the row it builds on, a paired test clustered by question) "
+                                "[the run's final model only]"),
     _s("IN_PROCESS", "bool", "0", "run each stage's command inside the pipeline's process, its output to the "
                                   "stage's log (saves ~5 s of imports per stage on CPU); GPU runs keep a process "
                                   "per stage, which frees its GPU memory"),

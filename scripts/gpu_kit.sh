@@ -1,0 +1,14 @@
+#!/usr/bin/env bash
+# Build the GPU kit HERE (needs the package index): the wheels a bare GPU device machine (Python 3.12, torch 2.11.0,
+# transformers 5.17.0, no network) lacks for verl + vLLM + Ray and LlamaFactory + DeepSpeed, at
+# requirements/constraints-gpu.txt's pins, cut into parts of at most 50 MB with sha256 sums under
+# .cache/gpu_kit/parts (ignored), then print the device call plan. The logic is thinkj/gpu_kit.py.
+#
+#   bash scripts/gpu_kit.sh                 # build, then print the plan
+#   bash scripts/gpu_kit.sh plan            # the plan of the kit built already
+#
+# On the device, one call per part: bash scripts/gpu_kit_install.sh stash (then install in the last call).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+PY=${PYTHON:-$( [ -x .venv/bin/python ] && echo .venv/bin/python || echo python3 )}
+exec "$PY" -m thinkj.gpu_kit "${1:-build}" "${@:2}"

@@ -1,0 +1,103 @@
+"""The GPU kit's parts (thinkj/gpu_kit.py): cut, checked and joined again byte for byte; a corrupt or missing part
+refused with its name; the call plan's arithmetic; the selection's closure. Small fake wheels, no network."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from thinkj import gpu_kit
+
+
+def fake_wheels(folder, sizes):
+    folder.mkdir()
+    rng = random.Random(0)
+    wheels = []
+    for index, size in enumerate(sizes):
+        path = folder / f"pkg{index}-1.0-py3-none-any.whl"
+        path.write_bytes(rng.randbytes(size))
+        wheels.append(path)
+    return wheels
+
+
+def test_parts_round_trip_byte_for_byte(tmp_path):
+    wheels = fake_wheels(tmp_path / "src", [5000, 1, 12345, 0])
+    manifest = gpu_kit.pack(wheels, tmp_path / "parts", part_bytes=4096)
+    sizes = [p["bytes"] for p in manifest["parts"]]
+    assert all(size <= 4096 for size in sizes) and sum(sizes) == manifest["tar_bytes"]
+    assert len(sizes) == -(-manifest["tar_bytes"] // 4096)
+    back = gpu_kit.reassemble(tmp_path / "parts", tmp_path / "out")
+    assert {p.name: p.read_bytes() for p in back} == {w.name: w.read_bytes() for w in wheels}
+
+
+def test_a_corrupt_part_is_refused_by_name(tmp_path):
+    gpu_kit.pack(fake_wheels(tmp_path / "src", [9000, 9000]), tmp_path / "parts", part_bytes=4096)
+    part = tmp_path / "parts" / "part-02"
+    data = bytearray(part.read_bytes())
+    data[100] ^= 0xFF  # same size, one byte flipped: only the sum can tell
+    part.write_bytes(bytes(data))
+    with pytest.raises(gpu_kit.KitError, match=r"part-02 \(2 of \d+\): sha256"):
+        gpu_kit.reassemble(tmp_path / "parts", tmp_path / "out")
+    (tmp_path / "parts" / "part-03").unlink()
+    problems = gpu_kit.check_parts(tmp_path / "parts", gpu_kit.read_manifest(tmp_path / "parts"))
+    assert [p.split(":")[0] for p in problems] == ["part-02 (2 of 5)", "part-03 (3 of 5)"]
+    assert "missing" in problems[1]
+
+
+def test_a_truncated_part_and_a_missing_manifest_are_named(tmp_path):
+    gpu_kit.pack(fake_wheels(tmp_path / "src", [9000]), tmp_path / "parts", part_bytes=4096)
+    (tmp_path / "parts" / "part-01").write_bytes(b"short")
+    with pytest.raises(gpu_kit.KitError, match=r"part-01 \(1 of \d+\): 5 bytes, the manifest says 4096"):
+        gpu_kit.reassemble(tmp_path / "parts", tmp_path / "out")
+    with pytest.raises(gpu_kit.KitError, match="kit.json: no kit manifest"):
+        gpu_kit.reassemble(tmp_path / "nowhere", tmp_path / "out")
+
+
+def test_call_plan_fits_each_call(tmp_path):
+    manifest = gpu_kit.pack(fake_wheels(tmp_path / "src", [30_000]), tmp_path / "parts", part_bytes=10_000)
+    calls = gpu_kit.call_plan(manifest, checkout=1000)
+    count = len(manifest["parts"])  # the tar frames the wheel: 30,000 bytes become 30,720 or more
+    assert count >= 4 and [c["call"] for c in calls] == list(range(1, count + 1))
+    assert [c["then"] for c in calls] == ["stash"] * (count - 1) + ["install"]
+    assert all(c["part_bytes"] <= 10_000 and c["call_bytes"] <= gpu_kit.CALL_BYTES for c in calls)
+    assert sum(c["part_bytes"] for c in calls) == manifest["tar_bytes"]
+    assert all(c["carry"][0].endswith("kit.json") and c["carry"][1].endswith(f"part-0{c['call']}") for c in calls)
+    # the default part size leaves room in a 64 MiB call for the manifest and a checkout of several MB
+    assert gpu_kit.PART_BYTES + 10 * 2**20 <= gpu_kit.CALL_BYTES
+    with pytest.raises(gpu_kit.KitError, match="part-01: a call would carry"):
+        gpu_kit.call_plan(manifest, checkout=gpu_kit.CALL_BYTES)
+
+
+def _item(name, version, requires=()):
+    return {"metadata": {"name": name, "version": version, "requires_dist": list(requires)},
+            "download_info": {"url": f"https://x/{name}-{version}-py3-none-any.whl"}}
+
+
+def test_selection_stops_at_left_out_and_keeps_over_image(monkeypatch):
+    monkeypatch.setattr(gpu_kit, "STACKS", {"a": ["engine"]})
+    monkeypatch.setattr(gpu_kit, "LEFT_OUT", {"kernels": "not on this path"})
+    monkeypatch.setattr(gpu_kit, "OVER_IMAGE", {"transformers": "pinned lower"})
+    kit = {"install": [_item("engine", "1", ["kernels", "transformers", "numpy", "extra-dep; extra == 'x'",
+                                             "win-dep; sys_platform == 'win32'"]),
+                       _item("kernels", "1", ["only-kernels"]), _item("only-kernels", "1"),
+                       _item("transformers", "5.5.4", ["numpy"]), _item("numpy", "2.3.5"),
+                       _item("extra-dep", "1"), _item("win-dep", "1")]}
+    image = {"install": [_item("transformers", "5.17.0"), _item("numpy", "2.5.5")]}
+    selection = gpu_kit.select(kit, image)
+    assert selection.wheels == {"engine": "1", "transformers": "5.5.4"}
+    assert selection.from_image == {"numpy": "2.3.5"}
+    assert selection.left_out == {"kernels": "not on this path"}
+
+
+def test_device_run_script_dry_run_lists_every_step():
+    import subprocess
+    from pathlib import Path
+
+    script = Path(gpu_kit.ROOT) / "scripts" / "gpu_device_run.sh"
+    run = subprocess.run(["bash", str(script)], capture_output=True, text=True, timeout=60,
+                         env={"DRY_RUN": "1", "PATH": "/usr/bin:/bin", "SHARED_DATA": ""})
+    assert run.returncode == 0, run.stderr
+    steps = [line.split(":")[0].removeprefix("DRY ") for line in run.stdout.splitlines()]
+    assert steps == ["prep", "prep-parquet", "verl", "eval-hf", "eval-vllm", "sft", "dpo", "trl"]
+    assert "--engine verl" in run.stdout and "--backend vllm" in run.stdout and "ds_z3_config.json" in run.stdout

@@ -1,0 +1,537 @@
+"""The GPU kit: the wheels a bare GPU device machine lacks for verl + vLLM + Ray and LlamaFactory + DeepSpeed, cut
+into parts that fit the device tool's carry, and their offline install there. ``scripts/gpu_kit.sh`` and
+``scripts/gpu_kit_install.sh`` are the thin entry points.
+
+    python -m thinkj.gpu_kit build                  # here, with PyPI: resolve, download, select, cut into parts
+    python -m thinkj.gpu_kit plan                   # the device calls: how many, MB each, what each carries
+    python -m thinkj.gpu_kit stash                  # there, in each call: copy the carried part to /tmp/gpu_kit
+    python -m thinkj.gpu_kit install                # there, last call: reassemble, check sums, install, import
+
+The device image (LOG, sessions 8 and 12: Python 3.12.3, torch 2.11.0+cu130, transformers 5.17.0, accelerate 1.15.0,
+pandas 3.0.6, matplotlib, pyarrow; no network) is modelled as the closure pip resolves for those roots
+(:data:`IMAGE_ROOTS`); the kit is the closure of :data:`STACKS` at ``requirements/constraints-gpu.txt``'s pins, minus
+that image, minus what neither stack's import nor a Qwen2/Llama eager engine start needs (:data:`LEFT_OUT`, each
+with its reason), plus the few packages whose image version the stack refuses (:data:`OVER_IMAGE`). Every install is
+``pip install --no-index --no-deps --target SITE``: SITE goes first on PYTHONPATH, so its transformers 5.5.4 shadows
+the image's 5.17.0 and the image's torch is used as it is. Only the standard library is imported at module level:
+the device's ``python3`` runs this file with nothing installed yet.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tarfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+KIT_DIR = ROOT / ".cache" / "gpu_kit"  # ignored (.cache/): downloads, resolution reports, parts
+CONSTRAINTS = ROOT / "requirements" / "constraints-gpu.txt"
+DEVICE_DIR = Path("/tmp/gpu_kit")  # /tmp survives between calls while the device machine stays warm
+PART_BYTES = 50_000_000  # at most 50 MB a part (issue 52): one part and the checkout fit one call
+CALL_BYTES = 64 * 2**20  # the device tool carries at most 64 MiB a call, the working tree included
+MANIFEST = "kit.json"
+PYTHON = "3.12"  # the device's python3 (3.12.3)
+PLATFORMS = ("manylinux_2_28_x86_64", "manylinux_2_27_x86_64", "manylinux_2_24_x86_64", "manylinux_2_17_x86_64",
+             "manylinux2014_x86_64", "manylinux_2_5_x86_64", "manylinux1_x86_64", "manylinux_2_31_x86_64")
+# device-call costs measured on the H200 (ENVIRONMENT.md, 2026-11-28): a cold start with a 58 MB carry ~60 s, a warm
+# call with a 58 MB carry ~6 s; the idle gap between back-to-back calls also counts and is the caller's
+COLD_START_S, WARM_CALL_S = 60, 6
+
+# what each stack installs (requirements/constraints-gpu.txt pins every one of these and their dependencies)
+STACKS: dict[str, list[str]] = {
+    "verl-vllm-ray": ["vllm", "verl", "ray", "cachetools", "transformers"],  # cachetools: verl's trainer (verl-core)
+    "llamafactory-deepspeed": ["llamafactory", "deepspeed", "trl", "peft", "accelerate", "datasets", "transformers"],
+}
+# the image's own packages: pip's closure of these is taken to be installed there (what LOG sessions 8/12 saw)
+IMAGE_ROOTS = ["torch==2.11.0", "transformers==5.17.0", "accelerate==1.15.0", "pandas==3.0.6", "matplotlib", "pyarrow"]
+# carried although the image has them: the stack refuses the image's version
+OVER_IMAGE: dict[str, str] = {
+    "transformers": "verl 0.9.1 needs < 5.11 and LlamaFactory 0.9.5 <= 5.6.0; the CPU stack and its tests run 5.5.4",
+    "tokenizers": "transformers 5.5.4 needs <= 0.23.0 and checks it at import; the image resolves 0.23.3",
+    "accelerate": "LlamaFactory 0.9.5 checks accelerate <= 1.11.0 at start; the image has 1.15.0",
+    "fsspec": "datasets 4.0.0 caps fsspec <= 2025.3.0",
+    "setuptools": "vllm 0.24.0 needs setuptools < 81 on Python 3.12; the image may have 81+",
+}
+# not carried, and what stops at them: kernels and features a Qwen2/Llama model under enforce_eager never loads
+# (checked by installing the kit without them and importing vllm, an engine start's modules, verl and LlamaFactory:
+# LOG, session 15). Not left out, as importing vllm.entrypoints.llm / the engine core failed without them:
+# openai-harmony, xgrammar (+ apache-tvm-ffi), llguidance, outlines-core (structured-output backends load at import)
+LEFT_OUT: dict[str, str] = {
+    "flashinfer-python": "only the FlashInfer sampler and backends import it; VLLM_USE_FLASHINFER_SAMPLER=0 (KIT_ENV) "
+                         "keeps the sampler on PyTorch; Qwen2/Llama attention on sm90 is vllm's bundled FlashAttention",
+    "flashinfer-cubin": "FlashInfer's precompiled kernels (447 MB), with flashinfer-python",
+    "tilelang": "MLA / sparse kernels (DeepSeek-style models)",
+    "nvidia-cutlass-dsl": "CuTe DSL kernels: FlashAttention-4 (Blackwell), GDN/Mamba, MLA",
+    "quack-kernels": "CuTe DSL kernels (FlashAttention-cute, GDN)",
+    "humming-kernels": "quantised GEMM kernels",
+    "tokenspeed-mla": "MLA decode kernels (DeepSeek-style models), with its own triton fork",
+    "opencv-python-headless": "multimodal (image / video) inputs",
+    "numba": "n-gram speculative decoding only (imported inside functions)",
+    "mistral-common": "Mistral tokenizers and models",
+    "gradio": "LlamaFactory's web UI",
+    "av": "LlamaFactory's video / audio inputs",
+    "wandb": "a verl logger; the runs log to the console and files",
+    "tensorboard": "a verl logger; the runs log to the console and files",
+    "torchvision": "vision models (and a torchvision built for another torch breaks transformers' import)",
+    "modelscope": "ModelScope hub downloads; the device has no network",
+    "hf-transfer": "hub downloads; the device has no network",
+}
+# the environment every kit command runs under (the device run script sources SITE/../gpu_kit.env)
+KIT_ENV = {"VLLM_USE_FLASHINFER_SAMPLER": "0", "WANDB_MODE": "disabled"}
+# one import check per line: (package, stack, the code a fresh interpreter runs)
+IMPORT_CHECKS: list[tuple[str, str, str]] = [
+    ("ray", "verl-vllm-ray", "import ray"),
+    ("vllm", "verl-vllm-ray", "import vllm; from vllm import LLM, SamplingParams"),
+    ("vllm-engine", "verl-vllm-ray",
+     "import vllm.v1.engine.core, vllm.v1.engine.llm_engine, vllm.v1.worker.gpu_worker, "
+     "vllm.v1.worker.gpu_model_runner, vllm.model_executor.models.qwen2, vllm.model_executor.models.llama, "
+     "vllm.v1.attention.backends.flash_attn, vllm.v1.sample.sampler, vllm.entrypoints.llm"),
+    ("verl", "verl-vllm-ray",
+     "import verl, verl.trainer.main_ppo, verl.workers.engine_workers, "
+     "verl.workers.rollout.vllm_rollout.vllm_async_server"),
+    ("llamafactory", "llamafactory-deepspeed", "from llamafactory.train.tuner import run_exp"),
+    ("deepspeed", "llamafactory-deepspeed",
+     "import deepspeed; from deepspeed.runtime.zero.stage3 import DeepSpeedZeroOptimizer_Stage3"),
+    ("trl", "llamafactory-deepspeed", "from thinkj.online.trl_compat import fix_trl_availability_flags; "
+     "fix_trl_availability_flags(); from trl import GRPOConfig, GRPOTrainer, DPOTrainer"),
+    ("thinkj", "both", "import thinkj.cli, thinkj.online.trl_grpo, thinkj.inference.hf"),
+]
+
+
+class KitError(RuntimeError):
+    """A kit that cannot be used as it is: the message names the file, part or package."""
+
+
+def _name(name: str) -> str:
+    return name.lower().replace("_", "-").replace(".", "-")
+
+
+def sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+# ---------------------------------------------------------------- selection (here, with the index)
+
+def read_pins(path: Path = CONSTRAINTS) -> dict[str, str]:
+    pins = {}
+    for number, line in enumerate(path.read_text().splitlines(), 1):
+        line = line.split("#", 1)[0].strip()
+        if line:
+            name, sep, version = line.partition("==")
+            if not sep or not version.strip():
+                raise KitError(f"{path}:{number}: not NAME==VERSION: {line!r}")
+            pins[_name(name)] = version.strip()
+    return pins
+
+
+def resolve(python: str, roots: list[str], report: Path, constraints: Path | None) -> dict:
+    """pip's dry-run report for ``roots`` on ``python``, reading wheel metadata only (fast-deps)."""
+    command = [sys.executable, "-m", "pip", "--python", python, "install", "--dry-run", "--ignore-installed",
+               "--use-feature=fast-deps", "--quiet", "--report", str(report)]
+    if constraints is not None:
+        command += ["-c", str(constraints)]
+    run = subprocess.run(command + roots, capture_output=True, text=True, timeout=1200)
+    if run.returncode != 0:
+        raise KitError(f"pip cannot resolve {' '.join(roots)} on {python}:\n{run.stderr[-2000:]}")
+    return json.loads(report.read_text())
+
+
+def _requirements(metadata: dict, extras: set[str]) -> list[tuple[str, set[str]]]:
+    """The requirements of one package as (name, extras) for Linux x86_64 CPython 3.12 and the given extras."""
+    from packaging.requirements import Requirement  # build side only (the project's .venv has packaging)
+
+    env = {"python_version": PYTHON, "python_full_version": f"{PYTHON}.3", "sys_platform": "linux",
+           "platform_system": "Linux", "platform_machine": "x86_64", "implementation_name": "cpython",
+           "platform_python_implementation": "CPython", "os_name": "posix"}
+    out = []
+    for text in metadata.get("requires_dist") or []:
+        req = Requirement(text)
+        if req.marker is None or any(req.marker.evaluate({**env, "extra": e}) for e in (extras or {""})):
+            out.append((_name(req.name), set(req.extras)))
+    return out
+
+
+def closure(report: dict, roots: list[str], stop: set[str]) -> set[str]:
+    """Names reached from ``roots`` through the report's packages, not entering those in ``stop``."""
+    packages = {_name(item["metadata"]["name"]): item["metadata"] for item in report["install"]}
+    seen: dict[str, set[str]] = {}
+    todo = [(_name(root.split("[")[0]), set(root.partition("[")[2].rstrip("]").split(",")) - {""})
+            for root in roots]
+    while todo:
+        name, extras = todo.pop()
+        if name in stop or name not in packages or (name in seen and extras <= seen[name]):
+            continue
+        seen[name] = seen.get(name, set()) | extras
+        todo += _requirements(packages[name], seen[name])
+    return set(seen)
+
+
+@dataclass
+class Selection:
+    wheels: dict[str, str]  # name -> version, what the kit carries
+    stack_of: dict[str, list[str]]  # name -> the stacks that need it
+    from_image: dict[str, str]  # name -> pinned version, needed but taken from the image
+    left_out: dict[str, str]  # name -> why, for those the resolution brought
+
+
+def select(kit_report: dict, image_report: dict) -> Selection:
+    image = {_name(item["metadata"]["name"]) for item in image_report["install"]}
+    versions = {_name(item["metadata"]["name"]): item["metadata"]["version"] for item in kit_report["install"]}
+    stop = set(LEFT_OUT)
+    stack_of: dict[str, list[str]] = {}
+    for stack, roots in STACKS.items():
+        for name in closure(kit_report, roots, stop):
+            stack_of.setdefault(name, []).append(stack)
+    carried = {n for n in stack_of if n not in image or n in OVER_IMAGE}
+    return Selection(wheels={n: versions[n] for n in sorted(carried)},
+                     stack_of=stack_of,
+                     from_image={n: versions[n] for n in sorted(set(stack_of) - carried)},
+                     left_out={n: LEFT_OUT[n] for n in sorted(stop & set(versions))})
+
+
+def download(selection: Selection, kit_report: dict, dest: Path) -> list[Path]:
+    """The selected wheels at their pins into ``dest``; packages PyPI has as sdists only are built into wheels."""
+    dest.mkdir(parents=True, exist_ok=True)
+    urls = {_name(i["metadata"]["name"]): i["download_info"]["url"] for i in kit_report["install"]}
+    sdists = [n for n in selection.wheels if not urls[n].endswith(".whl")]
+    binary = [f"{n}=={v}" for n, v in selection.wheels.items() if n not in sdists]
+    platforms = [arg for p in PLATFORMS for arg in ("--platform", p)]
+    pip = [sys.executable, "-m", "pip"]
+    subprocess.run(pip + ["download", "--quiet", "--no-deps", "--only-binary=:all:", "--python-version", PYTHON,
+                          "--implementation", "cp", *platforms, "--dest", str(dest), *binary], check=True)
+    if sdists:  # pure-Python sdists (deepspeed, antlr4-python3-runtime): build a py3 wheel here
+        subprocess.run(pip + ["wheel", "--quiet", "--no-deps", "--wheel-dir", str(dest),
+                              *(f"{n}=={selection.wheels[n]}" for n in sdists)], check=True)
+    return [wheel_for(dest, n, v) for n, v in selection.wheels.items()]
+
+
+def wheel_for(folder: Path, name: str, version: str) -> Path:
+    found = [p for p in folder.glob("*.whl")
+             if _name(p.name.split("-")[0]) == name and p.name.split("-")[1] == version]
+    if len(found) != 1:
+        raise KitError(f"{folder}: expected one wheel of {name}=={version}, found {[p.name for p in found]}")
+    return found[0]
+
+
+# ---------------------------------------------------------------- parts (both sides)
+
+def pack(wheels: list[Path], out: Path, part_bytes: int = PART_BYTES, meta: dict | None = None) -> dict:
+    """Write the wheels as one uncompressed tar cut into ``part-NN`` files of at most ``part_bytes``, and the
+    manifest (``kit.json``: each part's size and sha256, each wheel's, the tar's). Wheels are zip archives already:
+    the tar only frames them."""
+    if part_bytes <= 0:
+        raise KitError(f"part size must be positive, got {part_bytes}")
+    out.mkdir(parents=True, exist_ok=True)
+    for old in out.glob("part-*"):
+        old.unlink()
+    blob = out / "kit.tar"
+    with tarfile.open(blob, "w", format=tarfile.PAX_FORMAT) as tar:
+        for wheel in sorted(wheels, key=lambda p: p.name):
+            info = tar.gettarinfo(str(wheel), arcname=wheel.name)
+            info.uid = info.gid = 0
+            info.uname = info.gname = ""
+            info.mtime = 0  # the same wheels give the same bytes
+            with wheel.open("rb") as handle:
+                tar.addfile(info, handle)
+    total = blob.stat().st_size
+    count = -(-total // part_bytes)
+    width = max(2, len(str(count)))
+    parts = []
+    with blob.open("rb") as source:
+        for index in range(1, count + 1):
+            part = out / f"part-{index:0{width}d}"
+            part.write_bytes(source.read(part_bytes))
+            parts.append({"file": part.name, "bytes": part.stat().st_size, "sha256": sha256(part)})
+    manifest = {"format": 1, "tar_bytes": total, "tar_sha256": sha256(blob), "part_bytes": part_bytes,
+                "parts": parts,
+                "wheels": [{"file": w.name, "bytes": w.stat().st_size, "sha256": sha256(w)} for w in wheels],
+                **(meta or {})}
+    blob.unlink()
+    (out / MANIFEST).write_text(json.dumps(manifest, indent=1) + "\n")
+    return manifest
+
+
+def read_manifest(folder: Path) -> dict:
+    path = folder / MANIFEST
+    if not path.is_file():
+        raise KitError(f"{path}: no kit manifest (build the kit with scripts/gpu_kit.sh, carry {MANIFEST} along)")
+    try:
+        manifest = json.loads(path.read_text())
+    except json.JSONDecodeError as err:
+        raise KitError(f"{path}: not JSON ({err})") from None
+    for field in ("parts", "wheels", "tar_sha256", "tar_bytes"):
+        if field not in manifest:
+            raise KitError(f"{path}: field {field!r} missing")
+    return manifest
+
+
+def check_parts(folder: Path, manifest: dict) -> list[str]:
+    """Problems with the parts in ``folder``, one line each naming the part; empty when all are there and sound."""
+    problems = []
+    count = len(manifest["parts"])
+    for index, part in enumerate(manifest["parts"], 1):
+        path = folder / part["file"]
+        where = f"{part['file']} ({index} of {count})"
+        if not path.is_file():
+            problems.append(f"{where}: missing from {folder}")
+        elif path.stat().st_size != part["bytes"]:
+            problems.append(f"{where}: {path.stat().st_size} bytes, the manifest says {part['bytes']}")
+        elif sha256(path) != part["sha256"]:
+            problems.append(f"{where}: sha256 {sha256(path)[:16]}..., the manifest says {part['sha256'][:16]}...")
+    return problems
+
+
+def reassemble(folder: Path, wheel_dir: Path) -> list[Path]:
+    """Check every part, join them, check the whole, and unpack the wheels (each checked against its own sum)."""
+    manifest = read_manifest(folder)
+    problems = check_parts(folder, manifest)
+    if problems:
+        raise KitError("the kit's parts are not usable:\n  " + "\n  ".join(problems))
+    wheel_dir.mkdir(parents=True, exist_ok=True)
+    blob = wheel_dir / "kit.tar"
+    digest = hashlib.sha256()
+    with blob.open("wb") as out:
+        for part in manifest["parts"]:
+            data = (folder / part["file"]).read_bytes()
+            digest.update(data)
+            out.write(data)
+    if digest.hexdigest() != manifest["tar_sha256"]:
+        raise KitError(f"{folder}: the joined parts' sha256 differs from the manifest's (parts out of order?)")
+    expected = {w["file"]: w for w in manifest["wheels"]}
+    with tarfile.open(blob) as tar:
+        members = tar.getmembers()
+        for member in members:
+            if not member.isfile() or member.name not in expected or "/" in member.name:
+                raise KitError(f"{folder}: unexpected entry {member.name!r} in the kit")
+        tar.extractall(wheel_dir, members=members, filter="data")
+    blob.unlink()
+    wheels = []
+    for name, wheel in expected.items():
+        path = wheel_dir / name
+        if not path.is_file() or sha256(path) != wheel["sha256"]:
+            raise KitError(f"{path}: missing or its sha256 differs from the manifest's")
+        wheels.append(path)
+    return wheels
+
+
+# ---------------------------------------------------------------- the call plan
+
+def checkout_bytes(root: Path = ROOT) -> int:
+    """What the device tool sends besides the carried paths: tracked files and untracked ones git does not ignore."""
+    listed = subprocess.run(["git", "-C", str(root), "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
+                            capture_output=True, check=True).stdout.split(b"\0")
+    return sum((root / os.fsdecode(p)).stat().st_size for p in listed if p and (root / os.fsdecode(p)).is_file())
+
+
+def call_plan(manifest: dict, checkout: int, carry_dir: str = ".cache/gpu_kit/parts") -> list[dict]:
+    """One device call per part (the part, the manifest and the checkout travel); the last call also installs."""
+    manifest_bytes = len(json.dumps(manifest, indent=1)) + 1
+    calls = []
+    for index, part in enumerate(manifest["parts"], 1):
+        carried = part["bytes"] + manifest_bytes + checkout
+        if carried > CALL_BYTES:
+            raise KitError(f"{part['file']}: a call would carry {carried} bytes, over the {CALL_BYTES} a call allows")
+        calls.append({"call": index, "carry": [f"{carry_dir}/{MANIFEST}", f"{carry_dir}/{part['file']}"],
+                      "part_bytes": part["bytes"], "call_bytes": carried,
+                      "then": "install" if index == len(manifest["parts"]) else "stash"})
+    return calls
+
+
+def print_plan(manifest: dict, checkout: int) -> None:
+    calls = call_plan(manifest, checkout)
+    mb = 1e6
+    print(f"kit: {len(manifest['wheels'])} wheels, {manifest['tar_bytes'] / mb:.1f} MB in {len(calls)} parts of at "
+          f"most {manifest['part_bytes'] / mb:.0f} MB; checkout {checkout / mb:.1f} MB; a call carries at most "
+          f"{CALL_BYTES / 2**20:.0f} MiB")
+    for call in calls:
+        print(f"  call {call['call']:>2}: {call['call_bytes'] / mb:5.1f} MB ({call['carry'][1]}, {MANIFEST}, checkout)"
+              f" -> bash scripts/gpu_kit_install.sh {call['then']}")
+    estimate = COLD_START_S + WARM_CALL_S * (len(calls) - 1)
+    print(f"device time for the transfer: about {estimate} s (cold start {COLD_START_S} s, then {WARM_CALL_S} s a warm "
+          f"call), plus the gaps between calls and the install; calls must follow each other before the idle release")
+    for stack in STACKS:
+        names = [w for w in manifest.get("stack_of", {}) if stack in manifest["stack_of"][w]]
+        size = sum(w["bytes"] for w in manifest["wheels"] if _name(w["file"].split("-")[0]) in names)
+        print(f"  {stack}: {len(names)} packages carried or from the image, {size / mb:.1f} MB carried")
+
+
+# ---------------------------------------------------------------- the device side
+
+def stash(source: Path, dest: Path = DEVICE_DIR) -> list[str]:
+    """Copy the carried manifest and part(s) to ``dest`` and say which parts ``dest`` holds now."""
+    manifest = read_manifest(source)
+    dest.mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(source / MANIFEST, dest / MANIFEST)
+    for part in manifest["parts"]:
+        if (source / part["file"]).is_file():
+            shutil.copyfile(source / part["file"], dest / part["file"])
+    have = [p["file"] for p in manifest["parts"] if (dest / p["file"]).is_file()]
+    print(f"stash: {dest} holds {len(have)} of {len(manifest['parts'])} parts: {' '.join(have)}", flush=True)
+    return have
+
+
+def site_env(site: Path, base: dict[str, str] | None = None) -> dict[str, str]:
+    env = dict(os.environ if base is None else base)
+    env["PYTHONPATH"] = os.pathsep.join([str(site), str(ROOT)] + ([env["PYTHONPATH"]] if env.get("PYTHONPATH") else []))
+    env["PATH"] = os.pathsep.join([str(site / "bin"), env.get("PATH", "")])
+    return {**env, **KIT_ENV}
+
+
+def install(wheels: list[Path], site: Path, python: str = sys.executable) -> float:
+    start = time.monotonic()
+    run = subprocess.run([python, "-m", "pip", "install", "--quiet", "--no-index", "--no-deps", "--no-compile",
+                          "--target", str(site), *map(str, wheels)], capture_output=True, text=True)
+    if run.returncode != 0:
+        raise KitError(f"pip install --target {site} failed:\n{run.stderr[-3000:]}")
+    return time.monotonic() - start
+
+
+_PROBE = r"""
+import importlib.metadata, json, sys, time
+start = time.monotonic()
+error = None
+try:
+    exec(sys.argv[1])
+except BaseException as err:
+    error = f"{type(err).__name__}: {' '.join(str(err).split())[:300]}"
+tops = {name.split('.')[0] for name in list(sys.modules)}
+owners = importlib.metadata.packages_distributions()
+dists = sorted({d for top in tops for d in owners.get(top, [])})
+print(json.dumps({"error": error, "seconds": round(time.monotonic() - start, 1), "dists": dists}))
+"""
+
+
+def probe(code: str, env: dict[str, str], python: str = sys.executable, timeout: int = 600) -> dict:
+    """Run ``code`` in a fresh interpreter: its error (or None), seconds, and the distributions it loaded."""
+    try:
+        run = subprocess.run([python, "-c", _PROBE, code], capture_output=True, text=True, env=env, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        return {"error": f"timed out after {timeout} s", "seconds": timeout, "dists": []}
+    lines = run.stdout.strip().splitlines()
+    try:
+        return json.loads(lines[-1])
+    except (IndexError, json.JSONDecodeError):
+        return {"error": f"the interpreter died (exit {run.returncode}): {run.stderr.strip()[-300:]}", "seconds": 0,
+                "dists": []}
+
+
+def image_versions(names: dict[str, str], env: dict[str, str], python: str = sys.executable) -> dict[str, str | None]:
+    """The version of each package the kit takes from the image, as the kit's interpreter sees it (None: absent)."""
+    code = ("import importlib.metadata as m, json, sys\nout = {}\nfor n in sys.argv[1:]:\n    try: out[n] = m.version(n)"
+            "\n    except m.PackageNotFoundError: out[n] = None\nprint(json.dumps(out))")
+    run = subprocess.run([python, "-c", code, *names], capture_output=True, text=True, env=env, check=True)
+    return json.loads(run.stdout)
+
+
+def install_and_check(parts: Path, site: Path, python: str = sys.executable) -> int:
+    """The device's last call: reassemble, install, report the image's side, import each package. Exit status:
+    the number of failed import checks."""
+    start = time.monotonic()
+    manifest = read_manifest(parts)
+    wheels = reassemble(parts, parts / "wheels")
+    print(f"PASS reassemble: {len(manifest['parts'])} parts, {manifest['tar_bytes'] / 1e6:.1f} MB, "
+          f"{len(wheels)} wheels, every sha256 as in the manifest ({time.monotonic() - start:.1f} s)", flush=True)
+    seconds = install(wheels, site, python)
+    print(f"PASS install: {len(wheels)} wheels into {site} ({seconds:.1f} s)", flush=True)
+    env = site_env(site)
+    (site.parent / "gpu_kit.env").write_text("".join(f"export {k}={v}\n" for k, v in {
+        "PYTHONPATH": f"{site}:{ROOT}${{PYTHONPATH:+:$PYTHONPATH}}", "PATH": f"{site}/bin:$PATH", **KIT_ENV}.items()))
+    found = image_versions(manifest.get("from_image", {}), env, python)
+    absent = sorted(n for n, v in found.items() if v is None)
+    differ = sorted(f"{n} {v} (pin {manifest['from_image'][n]})" for n, v in found.items()
+                    if v is not None and v != manifest["from_image"][n])
+    print(f"INFO from the image: {len(found) - len(absent)} of {len(found)} present; absent: {absent or 'none'}; "
+          f"other versions than the pins: {', '.join(differ) or 'none'}", flush=True)
+    failures = 0
+    left_out = set(manifest.get("left_out", {}))
+    for package, stack, code in IMPORT_CHECKS:
+        result = probe(code, env, python)
+        strays = sorted(left_out & {_name(d) for d in result["dists"]})
+        ok = result["error"] is None
+        failures += not ok
+        note = f"; loaded left-out {strays}" if strays else ""
+        print(f"{'PASS' if ok else 'FAIL'} import {package} [{stack}] {result['seconds']} s"
+              f"{': ' + result['error'] if result['error'] else ''}{note}", flush=True)
+    print(f"{'PASS' if not failures else 'FAIL'} total: {failures} of {len(IMPORT_CHECKS)} import checks failed, "
+          f"{time.monotonic() - start:.1f} s", flush=True)
+    return failures
+
+
+# ---------------------------------------------------------------- build and CLI
+
+def build(kit: Path = KIT_DIR, python: str | None = None, part_bytes: int = PART_BYTES) -> dict:
+    python = python or find_python(PYTHON)
+    (kit / "resolve").mkdir(parents=True, exist_ok=True)
+    roots = sorted({r for rs in STACKS.values() for r in rs} | {"torch"})
+    kit_report = resolve(python, roots, kit / "resolve" / "kit.json", CONSTRAINTS)
+    image_report = resolve(python, IMAGE_ROOTS, kit / "resolve" / "image.json", None)
+    pins = read_pins()
+    off_pin = {n: v for n, v in ((_name(i["metadata"]["name"]), i["metadata"]["version"])
+                                 for i in kit_report["install"]) if pins.get(n) not in (None, v)}
+    if off_pin:
+        raise KitError(f"{CONSTRAINTS}: resolved off its pins: {off_pin}")
+    selection = select(kit_report, image_report)
+    wheels = download(selection, kit_report, kit / "wheels")
+    meta = {"python": PYTHON, "image_roots": IMAGE_ROOTS, "stack_of": selection.stack_of,
+            "from_image": selection.from_image, "left_out": selection.left_out, "over_image": OVER_IMAGE,
+            "env": KIT_ENV}
+    return pack(wheels, kit / "parts", part_bytes, meta)
+
+
+def find_python(version: str) -> str:
+    candidates = [shutil.which(f"python{version}")]
+    pyenv = Path(os.environ.get("PYENV_ROOT", Path.home() / ".pyenv")) / "versions"
+    candidates += sorted(str(p) for p in pyenv.glob(f"{version}.*/bin/python"))
+    for candidate in filter(None, candidates):
+        said = subprocess.run([candidate, "-c", "import sys; print('%d.%d' % sys.version_info[:2])"],
+                              capture_output=True, text=True).stdout.strip()
+        if said == version:
+            return candidate
+    raise KitError(f"no Python {version} here (python{version} on PATH or a pyenv install): the device runs {version}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    sub = parser.add_subparsers(dest="command", required=True)
+    b = sub.add_parser("build", help="resolve, download and cut the kit (needs the package index)")
+    b.add_argument("--kit", type=Path, default=KIT_DIR)
+    b.add_argument("--part-mb", type=float, default=PART_BYTES / 1e6)
+    p = sub.add_parser("plan", help="print the device calls for a built kit")
+    p.add_argument("--parts", type=Path, default=KIT_DIR / "parts")
+    s = sub.add_parser("stash", help="device: copy the carried part to the device folder")
+    s.add_argument("--parts", type=Path, default=KIT_DIR / "parts")
+    s.add_argument("--dest", type=Path, default=DEVICE_DIR)
+    i = sub.add_parser("install", help="device: reassemble, check, install and import")
+    i.add_argument("--parts", type=Path, default=DEVICE_DIR)
+    i.add_argument("--site", type=Path, default=DEVICE_DIR / "site")
+    args = parser.parse_args(argv)
+    try:
+        if args.command == "build":
+            manifest = build(args.kit, part_bytes=int(args.part_mb * 1e6))
+            print_plan(manifest, checkout_bytes())
+        elif args.command == "plan":
+            print_plan(read_manifest(args.parts), checkout_bytes())
+        elif args.command == "stash":
+            stash(args.parts, args.dest)
+        else:
+            return install_and_check(args.parts, args.site)
+    except KitError as err:
+        print(f"FAIL {args.command}: {err}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
