@@ -4,7 +4,7 @@ settings: s/step, rollouts/s and where one step's time goes.
     python scripts/speed/rl_step.py                                 # SmolLM2-135M-Instruct, both engines, 3 steps
     python scripts/speed/rl_step.py --engines trl --steps 4 --generations 4 --prompts 2
     python scripts/speed/rl_step.py --model tiny --steps 2          # the 0.4 M-parameter model: a quick check
-    # one GPU (issue 52): a random 1.2 B model of SmolLM2's architecture, 8 prompts x 8 rollouts x 512 tokens; every
+    # one GPU: a random 1.2 B model of SmolLM2's architecture, 8 prompts x 8 rollouts x 512 tokens; every
     # rollout in one pass and transformers generate (gpu_before: ran out of memory on an H200) vs GRPORun's GPU
     # layout with transformers generate (gpu_hf) and with vLLM where TRL can use it (gpu_after, gpu_no_ckpt: each in
     # a process of its own, as a colocated vLLM engine keeps its GPU memory while the process lives). A setting that
@@ -66,7 +66,7 @@ def write_data(folder: Path, rows: int) -> dict[str, Path]:
 
 
 # SmolLM2-1.7B's layer shape (hidden 2048, 32 heads, MLP 8192; its config on the hub) with 16 instead of 24 layers:
-# 1.07 B in the layers + 0.10 B tied embeddings = 1.17 B parameters, the size of issue 52's out-of-memory run
+# 1.07 B in the layers + 0.10 B tied embeddings = 1.17 B parameters, the size whose one-pass step ran out of memory on an H200
 RANDOM_1_2B = {"hidden_size": 2048, "intermediate_size": 8192, "num_hidden_layers": 16, "num_attention_heads": 32,
                "num_key_value_heads": 32, "head_dim": 64}
 
@@ -240,7 +240,7 @@ TRL_SETTINGS: dict[str, dict[str, Any]] = {
     "before": {"shared_prefix": False, "rollout_bf16": False, "extra": DEMO_EXTRA},
     "prefix": {"shared_prefix": True, "rollout_bf16": False, "extra": DEMO_EXTRA},
     "bf16_rollout": {"shared_prefix": False, "rollout_bf16": True, "extra": DEMO_EXTRA},
-    # one GPU (issue 52): all rollouts in one pass and transformers generate (what TRL ran before; GRPOConfig's
+    # one GPU: all rollouts in one pass and transformers generate (what TRL ran before; GRPOConfig's
     # gradient checkpointing, on); GRPORun's GPU layout (micro-batches of up to 8) with transformers generate; its
     # defaults, which add vLLM colocated rollouts where TRL can use vLLM (thinkj/online/trl_batching.py); and those
     # without gradient checkpointing (faster where the micro-batches fit without it)

@@ -17,6 +17,7 @@ numbers that have a meaningful range are kept to it (``learning_rate`` > 0, ``ma
 
 from __future__ import annotations
 
+import contextlib
 import difflib
 import functools
 import math
@@ -121,17 +122,13 @@ def llamafactory_schema() -> dict[str, Any]:
     from thinkj.paths import cache_root
 
     path = cache_root() / "llamafactory_schema" / f"{_schema_key()}.json"
-    try:
+    with contextlib.suppress(OSError, ValueError):  # absent or unreadable: read from LlamaFactory, write again
         schema = json.loads(path.read_text())
-        if set(schema) == {"keys", "kinds", "templates"}:
+        if isinstance(schema, dict) and set(schema) == {"keys", "kinds", "templates"}:
             return schema
-    except (OSError, ValueError):
-        pass  # absent or unreadable: read it from LlamaFactory and write it again
     schema = _read_schema()
-    try:
+    with contextlib.suppress(OSError):  # a read-only cache costs time, not correctness
         write_text_atomic(path, json.dumps(schema, sort_keys=True))
-    except OSError:  # a read-only cache costs time, not correctness
-        pass
     return schema
 
 
