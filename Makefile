@@ -29,9 +29,12 @@ demo: env
 demo-tiny: env
 	$(VENV)/bin/thinkj run configs/recipes/tiny-cpu.yaml --set run_dir=$(TINY_RUN) --set seed=$(SEED) --set task_seed=$(SEED)
 
-# the ten slowest tests and the wall time close every run, so a slower suite shows in each CI log
+# two pytest-xdist workers, a test file at a time each (the verl/Ray files one after another: tests/conftest.py);
+# TEST_WORKERS=0 runs in one process. The ten slowest tests and the wall time close every run, so a slower suite
+# shows in each CI log
+TEST_WORKERS ?= 2
 test: env
-	@start=$$(date +%s); $(PY) -m pytest -q --durations=10 --durations-min=1 tests; rc=$$?; echo "make test: $$(( $$(date +%s) - start )) s of wall time (exit $$rc)"; exit $$rc
+	@start=$$(date +%s); $(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadfile --durations=10 --durations-min=1 tests; rc=$$?; echo "make test: $$(( $$(date +%s) - start )) s of wall time (exit $$rc)"; exit $$rc
 
 lint: env
 	$(VENV)/bin/ruff check .

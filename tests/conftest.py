@@ -18,8 +18,18 @@ os.environ.setdefault("THINKJ_CACHE", str(ROOT / ".cache"))
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
 os.environ.setdefault("WANDB_MODE", "disabled")
+if os.environ.get("PYTEST_XDIST_WORKER"):
+    # each xdist worker its own Ray temp dir: a bare ray.init() joins the cluster named in its temp dir's
+    # ray_current_cluster, so a test must never find the other worker's there
+    os.environ["RAY_TMPDIR"] = os.path.join(os.environ.get("RAY_TMPDIR") or "/tmp/ray", os.environ["PYTEST_XDIST_WORKER"])
+    # the cores shared out between the workers (their engines' subprocesses inherit it): two workers each running
+    # torch's thread pool over every core only wait on each other
+    workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
+    os.environ.setdefault("OMP_NUM_THREADS", str(max(1, (os.cpu_count() or 1) // workers)))
 if str(ROOT / "scripts" / "speed") not in sys.path:
     sys.path.insert(0, str(ROOT / "scripts" / "speed"))  # worst_case: pathological inputs shared with the speed scripts
+
+from xdist_groups import ENGINES, unit_of  # noqa: E402  (tests/ is on sys.path)
 
 from thinkj.paths import setup_caches  # noqa: E402
 
@@ -63,15 +73,70 @@ def judge(tiny_model_dir, tmp_path_factory) -> Path:
     return finetune_tiny_judge(tiny_model_dir, tmp_path_factory.mktemp("judge") / "model")
 
 
+# pytest-xdist (make test: two workers): every test file is one unit of work, so a module's fixtures are built once;
+# the files that start verl or Ray form one unit, those that start vLLM another (tests/xdist_groups.py), so no two
+# of them ever run at once. (xdist's own --dist loadgroup cannot do this under pytest 9: it renames test ids through
+# an attribute pytest no longer reads.)
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config, log):
+    from xdist.scheduler import LoadScopeScheduling
+
+    class FileUnits(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return unit_of(nodeid)
+
+    config.option.loadscopereorder = False  # keep the collection order below: the longest units first
+    return FileUnits(config, log)
+
+
+@pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config, items) -> None:
     """Tests marked ``opt_in`` run only when the mark expression names them (``-m opt_in``): minutes of engine
-    time each, kept out of ``make test`` so that CI stays within its budget."""
-    if "opt_in" in (config.option.markexpr or ""):
-        return
-    skip = pytest.mark.skip(reason="opt-in: minutes of engine time; select with -m opt_in")
+    time each, kept out of ``make test`` so that CI stays within its budget. Under xdist the engine group goes first,
+    then the files with slow tests (the longest units start first, the short ones fill the end)."""
+    if "opt_in" not in (config.option.markexpr or ""):
+        skip = pytest.mark.skip(reason="opt-in: minutes of engine time; select with -m opt_in")
+        for item in items:
+            if "opt_in" in item.keywords:
+                item.add_marker(skip)
+    if not os.environ.get("PYTEST_XDIST_WORKER"):
+        return  # one process: the files' own order
+    rank: dict[str, int] = {}
     for item in items:
-        if "opt_in" in item.keywords:
-            item.add_marker(skip)
+        unit = unit_of(item.nodeid)
+        slow = item.get_closest_marker("slow") is not None and "opt_in" not in item.keywords
+        rank[unit] = min(rank.get(unit, 2), 0 if unit == ENGINES else 1 if slow else 2)
+    items.sort(key=lambda item: rank[unit_of(item.nodeid)])  # stable: a file's tests stay together, in their order
+
+
+def pytest_configure(config) -> None:
+    global _TIMELINE
+    # the controller of an xdist run reports its workers' tests again: only the processes that run tests write
+    distributed = getattr(config.option, "numprocesses", None) and not os.environ.get("PYTEST_XDIST_WORKER")
+    _TIMELINE = None if distributed else os.environ.get("THINKJ_TEST_TIMELINE")
+
+
+_TIMELINE: str | None = None
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_runtest_logstart(nodeid, location) -> None:
+    _timeline("start", nodeid)
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_runtest_logfinish(nodeid, location) -> None:
+    _timeline("end", nodeid)
+
+
+def _timeline(event: str, nodeid: str) -> None:
+    """With THINKJ_TEST_TIMELINE=FILE, one line per test start and end (time, worker, id): where a run's wall time
+    went, worker by worker (scripts/speed/test_timeline.py sums it up)."""
+    if _TIMELINE:
+        import time
+
+        with open(_TIMELINE, "a") as out:
+            out.write(f"{time.time():.1f}\t{os.environ.get('PYTEST_XDIST_WORKER', 'main')}\t{event}\t{nodeid}\n")
 
 
 # A log line whose handler's stream is gone is dropped, not reported as a "--- Logging error ---" traceback into

@@ -3,7 +3,10 @@ comparison in each step, the twin reward manager's consistency term, the grpo_tw
 hook that passes the twin keys is not installed in the trainer's driver) and the position diagnostics in verl's
 own step log. It is also ``make test``'s verl run for what every algorithm shares (tests/test_verl_cpu_train.py's
 checks, whose own runs are opt-in): a weight override reaching verl's reward (``W_STR=0``), the weight sync, verl's
-checkpoint merged to a Hugging Face folder and evaluated by ``thinkj eval run``. Run sizes as that file's.
+checkpoint merged to a Hugging Face folder and evaluated by ``thinkj eval run``; and for the held-out validation
+(tests/test_verl_cpu_validation.py's check: validated before training and after each step on parquets written by
+``thinkj data verl-parquet --twins --val-out``, the logged metrics equal to those recomputed from verl's dump). Run
+sizes as tests/test_verl_cpu_train.py's.
 
     python -m pytest -q tests/test_verl_cpu_twins.py
 """
@@ -15,6 +18,7 @@ from pathlib import Path
 
 import pytest
 from test_verl_cpu_train import check_common, merge_and_evaluate, recomputed_rewards, train  # judge: conftest's
+from test_verl_cpu_validation import check_held_out_metrics, write_held_out_parquets
 
 from thinkj.rewards import get_preset
 from thinkj.rewards.designs.twins import consistency_terms
@@ -26,21 +30,19 @@ pytestmark = [pytest.mark.slow, pytest.mark.timeout(1800)]  # a verl run (the ju
 
 @pytest.fixture(scope="module")
 def twin_data(tmp_path_factory) -> dict[str, Path]:
-    from thinkj.export.verl import write_verl_parquet
-
-    out = tmp_path_factory.mktemp("verl_twins")
-    write_verl_parquet(out / "train.parquet", [p for p in make_pairs(24, seed=31) if p.label != "tie"][:8], twins=True)
-    write_verl_parquet(out / "val.parquet", [p for p in make_pairs(12, seed=32) if p.label != "tie"][:2], split="val",
-                       twins=True)
-    return {"train": out / "train.parquet", "val": out / "val.parquet"}
+    return write_held_out_parquets(tmp_path_factory.mktemp("verl_twins"), "--twins")
 
 
 def test_grpo_consistent_two_steps_on_cpu(judge, twin_data, tmp_path_factory):
     out = tmp_path_factory.mktemp("verl_grpo_consistent") / "run"
     # 2 comparisons x 2 orders a step, 4 rollouts each: the twin manager waits for 8 per comparison
     # W_STR=0: a weight override reaches verl's reward here too (score = acc + format + consistency)
-    run = train("grpo_consistent", judge, twin_data, out, "actor_rollout_ref.rollout.n=4", W_STR="0")
+    dump_dir = out / "validation"
+    run = train("grpo_consistent", judge, twin_data, out, "actor_rollout_ref.rollout.n=4", "trainer.test_freq=1",
+                "trainer.val_before_train=True", f"trainer.validation_data_dir={dump_dir}", W_STR="0")
     first, last = check_common(run, {**get_preset("thinkj_qwen").defaults, "w_str": 0.0, "w_con": 1.0}, val_n=4)
+    # held out: before training and after each of the 2 steps, 4 greedy verdicts a row (val_kwargs.n = rollout.n)
+    check_held_out_metrics(run["rows"], dump_dir, twin_data["val"], twin_data["train"], [0, 1, 2], n=4)
     assert any(s["strength"] > 0 for s in run["samples"])  # right verdicts with a strength term, paid 0
     steps = {1: first, 2: last}  # finite losses and a non-zero gradient: checked by check_common
     samples = run["samples"]

@@ -1,21 +1,23 @@
-"""verl 0.9.1's real trainer on CPU validating on a held-out set: plain GRPO for 2 steps with ``trainer.test_freq=1``
-and validation before training, on training and validation parquets written by ``thinkj data verl-parquet --val-out``
-(a held-out share of the pairs, both orders of each comparison). The held-out judge metrics
+"""verl 0.9.1's real trainer on CPU validating on a held-out set, the check: training and validation parquets written
+by ``thinkj data verl-parquet --val-out`` (a held-out share of the pairs, both orders of each comparison), 2 steps
+with ``trainer.test_freq=1`` and validation before training. The held-out judge metrics
 (``val-judge/<data_source>/...``, thinkj/online/verl_hooks.py) must be in verl's step log at steps 0, 1 and 2 and
-equal what this test recomputes from verl's own validation dump (``trainer.validation_data_dir``): verdicts
-re-parsed from the dumped outputs, each dumped row matched to its parquet row by its prompt text (its order and
-comparison come from the parquet, not from the hook's keys).
+equal what :func:`check_held_out_metrics` recomputes from verl's own validation dump
+(``trainer.validation_data_dir``): verdicts re-parsed from the dumped outputs, each dumped row matched to its parquet
+row by its prompt text (its order and comparison come from the parquet, not from the hook's keys).
+
+``make test`` runs the check on tests/test_verl_cpu_twins.py's ``grpo_consistent`` run (one verl run for both;
+validation there samples ``val_kwargs.n = rollout.n = 4`` greedy verdicts a row). This file's own plain GRPO run
+(``val_kwargs.n = 1``) is opt-in (``-m opt_in``); so is the verl GRPO canary (tests/test_rl_canary.py), which runs
+the check on its 60-step run (validated every 10 steps on 64 held-out comparisons in both orders).
 
 Break tried once: the hook naming order 0 "swapped" and order 1 "original" (ORDER_NAMES reversed in
 thinkj/online/heldout.py) fails the order check against the parquet (the logged acc_original and acc_swapped
-trade places: 0.857 / 0.571 after step 2 instead of 0.571 / 0.857). ``pair_acc`` as the mean of the two orders' accuracies fails
-tests/test_heldout_validation.py's hand values (0.75 instead of 0.5), tried once. Cost: 102 s of verl (144 s with
-the judge's fine-tune) on 2 shared cores, peak 9.8 GB RSS.
+trade places: 0.857 / 0.571 after step 2 instead of 0.571 / 0.857). ``pair_acc`` as the mean of the two orders'
+accuracies fails tests/test_heldout_validation.py's hand values (0.75 instead of 0.5), tried once. Cost of the
+plain run: 102 s of verl (144 s with the judge's fine-tune) on 2 shared cores, peak 9.8 GB RSS.
 
-    python -m pytest -q tests/test_verl_cpu_validation.py
-
-The opt-in verl GRPO canary (tests/test_rl_canary.py) runs :func:`check_held_out_metrics` on its 30-step run too
-(validated at steps 0, 10, 20 and 30 on 64 held-out comparisons in both orders).
+    python -m pytest -q tests/test_verl_cpu_validation.py -m opt_in
 """
 
 from __future__ import annotations
@@ -33,20 +35,25 @@ pytestmark = [pytest.mark.slow, pytest.mark.timeout(1200)]  # a verl run (the ju
 METRICS = ("acc", "acc_original", "acc_swapped", "pair_acc", "a_share")
 
 
-@pytest.fixture(scope="module")
-def held_out_data(tmp_path_factory) -> dict[str, Path]:
+def write_held_out_parquets(out: Path, *extra: str) -> dict[str, Path]:
+    """Training and held-out parquets of the fruit task's pairs by ``thinkj data verl-parquet --val-out`` (a quarter
+    held out, whole questions, both orders); ``extra``: more options (``--twins`` for grpo_consistent)."""
     from thinkj.records import write_jsonl
     from thinkj.synthetic.fruit_task import make_pairs
 
-    out = tmp_path_factory.mktemp("verl_val_data")
     write_jsonl(out / "pairs.jsonl", [p for p in make_pairs(24, seed=31) if p.label != "tie"])
     cmd = [sys.executable, "-m", "thinkj.cli", "data", "verl-parquet", str(out / "pairs.jsonl"), str(out / "train.parquet"),
-           "--val-out", str(out / "val.parquet"), "--val-fraction", "0.25", "--seed", "1"]
+           "--val-out", str(out / "val.parquet"), "--val-fraction", "0.25", "--seed", "1", *extra]
     result = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, result.stderr[-3000:]
     summary = json.loads(result.stdout.strip().splitlines()[-1])
     assert summary["val"]["rows"] == 2 * summary["val"]["pairs"] and summary["val"]["gold_a_share"] == 0.5
     return {"train": out / "train.parquet", "val": out / "val.parquet"}
+
+
+@pytest.fixture(scope="module")
+def held_out_data(tmp_path_factory) -> dict[str, Path]:
+    return write_held_out_parquets(tmp_path_factory.mktemp("verl_val_data"))
 
 
 def _user_text(prompt: list[dict]) -> str:
@@ -91,10 +98,11 @@ def recompute(dump: list[dict], val_rows: list[dict]) -> dict[str, float]:
 
 
 def check_held_out_metrics(rows: list[dict], dump_dir: Path, val_parquet: Path, train_parquet: Path,
-                           steps: list[int]) -> dict[int, dict[str, float]]:
-    """verl's logged ``val-judge/*`` metrics at ``steps`` equal those recomputed from its validation dump; returns
-    them per step. Also used by the verl GRPO canary (tests/test_rl_canary.py), which carries this check in
-    ``make test``."""
+                           steps: list[int], n: int = 1) -> dict[int, dict[str, float]]:
+    """verl's logged ``val-judge/*`` metrics at ``steps`` equal those recomputed from its validation dump (``n``
+    verdicts a held-out row: ``val_kwargs.n``); returns them per step. ``make test`` runs it on the
+    ``grpo_consistent`` run of tests/test_verl_cpu_twins.py (n = 4); the verl GRPO canary (tests/test_rl_canary.py)
+    and this file's opt-in plain GRPO run (n = 1) too."""
     import pyarrow.parquet as pq
 
     val_rows = pq.read_table(val_parquet).to_pylist()
@@ -106,12 +114,12 @@ def check_held_out_metrics(rows: list[dict], dump_dir: Path, val_parquet: Path, 
         for key, value in row["data"].items():
             if key.startswith(f"val-judge/{DATA_SOURCE}/"):
                 logged[row["step"]][key.rsplit("/", 1)[1]] = value
-            elif key == f"val-core/{DATA_SOURCE}/acc/mean@1":
+            elif key == f"val-core/{DATA_SOURCE}/acc/mean@{n}":
                 logged[row["step"]]["verl_acc"] = value
     assert sorted(logged) == steps, sorted(logged)
     for step, metrics in logged.items():
         dump = [json.loads(line) for line in open(dump_dir / f"{step}.jsonl")]
-        assert len(dump) == len(val_rows)  # val_kwargs.n = 1: one greedy verdict per held-out row
+        assert len(dump) == n * len(val_rows)  # val_kwargs.n greedy verdicts per held-out row
         expected = recompute(dump, val_rows)
         print(json.dumps({"step": step, **metrics}))
         assert set(METRICS) <= set(metrics), (step, sorted(metrics))
@@ -121,6 +129,7 @@ def check_held_out_metrics(rows: list[dict], dump_dir: Path, val_parquet: Path, 
     return dict(logged)
 
 
+@pytest.mark.opt_in  # make test runs the check on tests/test_verl_cpu_twins.py's run (val n = 4): one verl run less
 def test_held_out_validation_metrics_equal_the_dump(judge, held_out_data, tmp_path_factory):
     out = tmp_path_factory.mktemp("verl_validation") / "grpo"
     dump_dir = out / "validation"
