@@ -37,6 +37,16 @@ def test_both_commands_build_the_env_first() -> None:
     assert "--durations=10" in steps[-1] and "s of wall time" in steps[-1]  # every CI log ends with both
 
 
+def test_xdist_groups_name_test_files_that_exist() -> None:
+    from xdist_groups import GROUPS, unit_of  # tests/ is on sys.path
+
+    for group, names in GROUPS.items():
+        for name in names:
+            assert (ROOT / "tests" / name).is_file(), (group, name)  # a renamed file would leave its group silently
+            assert unit_of(f"tests/{name}::test_x[1::2]") == group
+    assert unit_of("tests/test_stats.py::test_wilson_known_values") == "tests/test_stats.py"
+
+
 def test_caches_and_outputs_are_ignored() -> None:
     ignored = set((ROOT / ".gitignore").read_text().split())
     assert {".venv", ".cache/", "runs/"} <= ignored  # .venv may be a symlink to a shared env
