@@ -144,6 +144,12 @@ def _timeline(event: str, nodeid: str) -> None:
 logging.raiseExceptions = False
 
 
+# Their own stream on the process's file descriptor 2, not sys.__stderr__ itself: a library that closes its handler's
+# stream would otherwise close the interpreter's stderr for every later test (under xdist, a worker's
+# test_stage_runner.py then failed to flush sys.stderr: "I/O operation on closed file").
+_HANDLER_STDERR = open(os.dup(2), "w", buffering=1, encoding="utf-8", errors="replace")  # noqa: SIM115
+
+
 @pytest.fixture(autouse=True)
 def _logging_back_to_the_real_stderr():
     """After each test, point every logging handler made during it at the process's real stderr. A library that
@@ -159,5 +165,5 @@ def _logging_back_to_the_real_stderr():
                     or type(handler).__name__ == "_StderrHandler":  # logging's last resort follows sys.stderr itself
                 continue
             stream = getattr(handler, "stream", None)
-            if isinstance(handler, logging.StreamHandler) and stream not in (sys.__stderr__, sys.__stdout__):
-                handler.stream = sys.__stderr__  # not setStream: it flushes the old stream, which may be closed
+            if isinstance(handler, logging.StreamHandler) and stream not in (_HANDLER_STDERR, sys.__stdout__):
+                handler.stream = _HANDLER_STDERR  # not setStream: it flushes the old stream, which may be closed

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import io
 import json
+import os
 import re
 import sys
 from pathlib import Path
@@ -91,3 +92,15 @@ def test_in_process_runs_the_console_script_the_pipeline_names_by_path(tmp_path,
         assert stage_runner.run_in_process([str(beside), "--help"], log) == 0
     text = re.sub(r"\x1b\[[0-9;]*m", "", log.read_text())  # FORCE_COLOR (CI) colours the help
     assert "(in process)" in text and "Usage: thinkj [OPTIONS]" in text
+
+
+def test_output_to_redirects_with_a_closed_sys_stderr(tmp_path, monkeypatch, capfd):
+    """A library that closed sys.stderr must not stop a stage's output from reaching its log (the redirect moves
+    descriptors; a closed stream has nothing to flush). Failed with ``ValueError: I/O operation on closed file``."""
+    closed = open(os.devnull, "w")  # noqa: SIM115  (a file object raises on flush once closed; StringIO does not)
+    closed.close()
+    monkeypatch.setattr(sys, "stderr", closed)
+    log = tmp_path / "stage.log"
+    with stage_runner.output_to(log):
+        os.write(2, b"to the log\n")
+    assert log.read_text() == "to the log\n"

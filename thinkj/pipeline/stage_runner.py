@@ -117,12 +117,19 @@ def check_record(path: Path, stage: str, settings: Mapping[str, Any], inputs: Ca
     raise ThinkJError(f"{path}: stage {stage} was done {what} ({text}): {hint}")
 
 
+def _flush_open_streams() -> None:
+    """Flush sys.stdout and sys.stderr before the descriptors move; a stream a library closed has nothing to flush
+    (the redirect works on the descriptors, not on these objects)."""
+    for stream in (sys.stdout, sys.stderr):
+        if stream is not None and not stream.closed:
+            stream.flush()
+
+
 @contextlib.contextmanager
 def output_to(path: Path) -> Iterator[None]:
     """Send this process's stdout and stderr (file descriptors 1 and 2, so C++ and child output too) to ``path``."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    sys.stdout.flush()
-    sys.stderr.flush()
+    _flush_open_streams()
     saved = os.dup(1), os.dup(2)
     with path.open("ab") as log:
         os.dup2(log.fileno(), 1)
@@ -130,8 +137,7 @@ def output_to(path: Path) -> Iterator[None]:
         try:
             yield
         finally:
-            sys.stdout.flush()
-            sys.stderr.flush()
+            _flush_open_streams()
             os.dup2(saved[0], 1)
             os.dup2(saved[1], 2)
             os.close(saved[0])
