@@ -11,8 +11,8 @@ tests/test_trl_batching.py).
 
 - **micro-batch** (``GRPORun.micro_batch``; 0 = automatic): on a CPU every rollout of a step in one pass (the
   runs of experiments/LOG.md); on a GPU at most :data:`GPU_MICRO_BATCH` rollouts a pass -- a 1.2 B model with
-  all 64 rollouts of 512 tokens in one pass ran out of memory on a 141 GB H200 (issue 52). It must divide the
-  step's rollouts.
+  all 64 rollouts of 512 tokens in one pass ran out of memory on a 141 GB H200 (131 GiB allocated;
+  scripts/speed/rl_step.py). It must divide the step's rollouts.
 - **gradient checkpointing** (GRPOConfig's ``gradient_checkpointing``, settable as a TRL override): GRPOConfig's
   default, on, on both devices -- what every run so far used except the demo recipe's (which turns it off). TRL
   switches it off while it generates (``unwrap_model_for_generation``), so rollouts keep their KV cache.
