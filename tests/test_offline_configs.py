@@ -170,6 +170,24 @@ def test_cpu_bf16_only_when_asked_and_supported(tmp_path):
     assert plan.config["bf16"] is cpu_has_bf16() and plan.config["use_cpu"]
 
 
+def test_cpu_bf16_needs_the_cpus_own_flag():
+    """oneDNN says yes on an AVX-512 Xeon without avx512_bf16; the CPU's flags must say no there (emulated bf16)."""
+    import torch
+
+    from thinkj.train.config import cpu_has_bf16
+
+    onednn = bool(torch.ops.mkldnn._is_mkldnn_bf16_supported())
+    xeon = "processor\t: 0\nflags\t\t: fpu sse2 avx2 avx512f avx512bw avx512_vnni\n"
+    epyc = "processor\t: 0\nflags\t\t: fpu sse2 avx2 avx512f avx512_bf16 avx512_vnni\n"
+    sapphire = "processor\t: 0\nflags\t\t: fpu avx512f amx_bf16 amx_tile\n"
+    graviton = "processor\t: 0\nFeatures\t: fp asimd sve bf16 i8mm\n"
+    assert cpu_has_bf16(xeon) is False
+    assert cpu_has_bf16(epyc) is onednn and cpu_has_bf16(sapphire) is onednn and cpu_has_bf16(graviton) is onednn
+    assert cpu_has_bf16("") is onednn  # no flags line: oneDNN's word
+    native = any(f in Path("/proc/cpuinfo").read_text().split() for f in ("avx512_bf16", "amx_bf16", "bf16"))
+    assert cpu_has_bf16() is (onednn and native)
+
+
 def test_gpu_plan_builds_the_torchrun_command(tmp_path, monkeypatch):
     for key, value in {"LF_NNODES": "2", "NODE_RANK": "1", "MASTER_ADDR": "10.0.0.1", "MASTER_PORT": "29500",
                        "NPROC_PER_NODE": "8"}.items():

@@ -278,11 +278,28 @@ def build_config(stage: str | os.PathLike, profile: str | os.PathLike | None = N
     return merged
 
 
-def cpu_has_bf16() -> bool:
-    """Whether this CPU computes bf16 natively (AVX512-BF16 or AMX), where mixed precision pays off."""
+def cpu_has_bf16(cpuinfo: str | None = None) -> bool:
+    """Whether this CPU computes bf16 natively (AVX512-BF16 or AMX on x86, BF16 on Arm), where mixed precision pays.
+
+    oneDNN's own check is not enough: on an Intel Xeon with AVX-512 but no ``avx512_bf16`` it reports bf16 support,
+    and the demo then trained in emulated bf16, several times slower than fp32. So on Linux the CPU's flags decide
+    (``cpuinfo``: the text of /proc/cpuinfo, read when not given); where there is no such file, oneDNN's check.
+    """
     import torch
 
-    return bool(torch.ops.mkldnn._is_mkldnn_bf16_supported())
+    if not torch.ops.mkldnn._is_mkldnn_bf16_supported():
+        return False
+    if cpuinfo is None:
+        try:
+            cpuinfo = Path("/proc/cpuinfo").read_text()
+        except OSError:
+            return True
+    for line in cpuinfo.splitlines():
+        key, _, value = line.partition(":")
+        if key.strip() in ("flags", "Features"):  # x86 / Arm: the first processor's list speaks for all
+            flags = set(value.split())
+            return bool(flags & {"avx512_bf16", "amx_bf16", "bf16"})
+    return True
 
 
 def for_cpu(config: dict[str, Any], *, bf16: bool = False) -> dict[str, Any]:
