@@ -128,7 +128,7 @@ def test_every_task_module_defines_the_interface_and_a_partial_one_is_named(monk
     monkeypatch.setitem(TASKS, "partial", "partial_demo_task")
     with pytest.raises(ThinkJError, match="does not define split_pairs, rule_verdict, describe_response, asks"):
         get_task("partial")
-    assert len(TASK_INTERFACE) == 7
+    assert len(TASK_INTERFACE) == 8
 
 
 def test_offline_pairs_come_from_training_pairs_outside_the_seed_set(tmp_path):

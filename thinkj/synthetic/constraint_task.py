@@ -18,12 +18,15 @@ scripted teacher and a judge-as-reward experiment all use it.
 
 from __future__ import annotations
 
+import functools
 import random
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from thinkj.errors import ThinkJError
 from thinkj.records import PreferencePair
+from thinkj.synthetic import distinct
 
 SPLIT_SEED = 20261207  # fixes the train/test partition of subjects and words for every run
 TEST_SHARE = 0.4
@@ -184,24 +187,59 @@ def _constraint(rng: random.Random, kind: str, split: str) -> Constraint:
     return Constraint(kind)
 
 
+def _draw(split: str, pool: list[str]) -> Callable[[random.Random], tuple[str, Constraint, str, str]]:
+    """One item's draw from the subjects ``pool``: (subject, constraint, better, worse), in the stream's order."""
+    kinds, weights = list(KINDS), [w for _, _, w in KINDS.values()]
+
+    def draw(rng: random.Random) -> tuple[str, Constraint, str, str]:
+        subject, kind = rng.choice(pool), rng.choices(kinds, weights=weights)[0]
+        constraint = _constraint(rng, kind, split)
+        return (subject, constraint, *_pair_texts(rng, constraint, subject))
+
+    return draw
+
+
+def _prompt(subject: str, constraint: Constraint) -> str:
+    return f"{TASK_LINE.format(s=subject)} {constraint.text}"
+
+
+def _key(item: tuple[str, Constraint, str, str]) -> distinct.Key:
+    subject, constraint, good, bad = item
+    return distinct.comparison_key(_prompt(subject, constraint), good, bad)
+
+
+@functools.cache
+def capacity(split: str, subject: str | None = None) -> dict[str, int]:
+    """Distinct questions (prompts) and distinct comparisons one draw of ``split`` can make. Every outcome of all
+    subjects is ~18 M draws, so the count walks one subject's (``subject``, default the first) and multiplies by the
+    number of subjects: a prompt names its subject, and the texts put the subject in one slot, so each subject makes
+    as many as any other (the tests walk others)."""
+    pool = subjects(split)
+    one = distinct.capacity(_draw(split, [subject or pool[0]]), _key)
+    return {name: count * (1 if subject else len(pool)) for name, count in one.items()}
+
+
 def make_pairs(n: int, seed: int = 0, *, split: str = "train", id_prefix: str | None = None,
                source: str = "constraints") -> list[PreferencePair]:
-    """``n`` pairs from one side of the subject/word split, labels balanced and shuffled with ``seed``."""
+    """``n`` pairs from one side of the subject/word split, labels balanced and shuffled with ``seed``. The test split
+    has no comparison twice: a repeat is skipped and the same stream drawn on (a draw without repeats is unchanged),
+    and more than :func:`capacity` is refused."""
+    held_out = split == "test"
     pool = subjects(split)
+    if held_out:
+        distinct.check_capacity(n, capacity(split), "the constraints task's test split")
     rng = random.Random(f"{seed}-{split}-constraints")
     labels = (["a", "b"] * (n // 2 + 1))[:n]
     rng.shuffle(labels)
-    kinds, weights = list(KINDS), [w for _, _, w in KINDS.values()]
+    draw = _draw(split, pool)
+    items = distinct.draw_distinct(n, rng, draw, _key) if held_out else [draw(rng) for _ in range(n)]
     out = []
-    for i, label in enumerate(labels):
-        subject, kind = rng.choice(pool), rng.choices(kinds, weights=weights)[0]
-        constraint = _constraint(rng, kind, split)
-        good, bad = _pair_texts(rng, constraint, subject)
+    for i, (label, (subject, constraint, good, bad)) in enumerate(zip(labels, items)):
         a, b = (good, bad) if label == "a" else (bad, good)
-        prompt = f"{TASK_LINE.format(s=subject)} {constraint.text}"
-        out.append(PreferencePair(f"{id_prefix or split}-{seed}-{i}", source, [{"role": "user", "content": prompt}],
-                                  a, b, label, KINDS[kind][1],
-                                  {"subject": subject, "kind": kind, "word": constraint.word,
+        out.append(PreferencePair(f"{id_prefix or split}-{seed}-{i}", source,
+                                  [{"role": "user", "content": _prompt(subject, constraint)}],
+                                  a, b, label, KINDS[constraint.kind][1],
+                                  {"subject": subject, "kind": constraint.kind, "word": constraint.word,
                                    "limit": constraint.limit, "split": split}))
     return out
 
@@ -231,6 +269,10 @@ def split_report() -> dict[str, int]:
 # ------------------------------------------------------------------------- the demo's task interface (thinkj.synthetic.tasks)
 def split_pairs(n: int, seed: int, split: str) -> list[PreferencePair]:
     return make_pairs(n, seed=seed, split=split)
+
+
+def split_capacity(split: str) -> dict[str, int]:
+    return capacity(split)
 
 
 def rule_verdict(pair: PreferencePair) -> str:

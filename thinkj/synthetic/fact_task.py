@@ -15,11 +15,14 @@ the scripted teacher summarises to.
 
 from __future__ import annotations
 
+import functools
 import random
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from thinkj.errors import ThinkJError
 from thinkj.records import PreferencePair
+from thinkj.synthetic import distinct
 
 SPLIT_SEED = 20261123  # fixes the train/test partition of entities for every run
 TEST_SHARE = 0.4
@@ -125,19 +128,48 @@ def _bad(rng: random.Random, kind: str, fact: Fact, pool: list[Fact]) -> tuple[s
     return f"It might be {first}, or maybe {second}. I am not sure.", [other]
 
 
+def _draw(pool: list[Fact]) -> Callable[[random.Random], tuple[Fact, str, str, list[Fact]]]:
+    """One item's draw from ``pool``: (asked fact, bad kind, worse response, borrowed facts), in the stream's order."""
+    kinds, weights = list(BAD_KINDS), [w for _, w in BAD_KINDS.values()]
+
+    def draw(rng: random.Random) -> tuple[Fact, str, str, list[Fact]]:
+        fact = rng.choice(pool)
+        kind = rng.choices(kinds, weights=weights)[0]
+        return (fact, kind, *_bad(rng, kind, fact, pool))
+
+    return draw
+
+
+def _key(item: tuple[Fact, str, str, list[Fact]]) -> distinct.Key:
+    fact, _, bad, _ = item
+    return distinct.comparison_key(fact.question, fact.answer, bad)
+
+
+@functools.cache
+def capacity(split: str) -> dict[str, int]:
+    """Distinct questions (facts) and distinct comparisons one draw of ``split`` can make."""
+    return distinct.capacity(_draw(facts(split)), _key)
+
+
 def make_pairs(n: int, seed: int = 0, *, split: str = "train", id_prefix: str | None = None,
                source: str = "facts") -> list[PreferencePair]:
-    """``n`` pairs from one side of the entity split, labels balanced and shuffled with ``seed``."""
+    """``n`` pairs from one side of the entity split, labels balanced and shuffled with ``seed``. The test split has
+    no comparison twice: a repeat is skipped and the same stream drawn on (a draw without repeats is unchanged), and
+    more than :func:`capacity` is refused. A question names one fact, so its text is the held-out statistics'
+    cluster (:func:`thinkj.evaluation.row_compare.pair_questions`); no ``question_id`` is written, which would change
+    every held-out file."""
+    held_out = split == "test"
     pool = facts(split)
+    if held_out:
+        distinct.check_capacity(n, capacity(split), "the facts task's test split")
     rng = random.Random(f"{seed}-{split}")
     labels = (["a", "b"] * (n // 2 + 1))[:n]
     rng.shuffle(labels)
-    kinds, weights = list(BAD_KINDS), [w for _, w in BAD_KINDS.values()]
+    draw = _draw(pool)
+    items = distinct.draw_distinct(n, rng, draw, _key) if held_out else [draw(rng) for _ in range(n)]
     out = []
-    for i, label in enumerate(labels):
-        fact = rng.choice(pool)
-        kind = rng.choices(kinds, weights=weights)[0]
-        good, (bad, borrowed) = fact.answer, _bad(rng, kind, fact, pool)
+    for i, (label, (fact, kind, bad, borrowed)) in enumerate(zip(labels, items)):
+        good = fact.answer
         a, b = (good, bad) if label == "a" else (bad, good)
         out.append(PreferencePair(f"{id_prefix or split}-{seed}-{i}", source,
                                   [{"role": "user", "content": fact.question}], a, b, label, BAD_KINDS[kind][0],
@@ -223,6 +255,10 @@ def strength_against(worse: str, pair: PreferencePair) -> int:
 
 def split_pairs(n: int, seed: int, split: str) -> list[PreferencePair]:
     return make_pairs(n, seed=seed, split=split)
+
+
+def split_capacity(split: str) -> dict[str, int]:
+    return capacity(split)
 
 
 def describe_response(response: str, pair: PreferencePair) -> str:

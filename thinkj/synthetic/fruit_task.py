@@ -15,11 +15,14 @@ Everything is seeded and deterministic.
 
 from __future__ import annotations
 
+import functools
 import random
 import re
+from collections.abc import Callable
 
 from thinkj.errors import UnknownNameError
 from thinkj.records import PreferencePair
+from thinkj.synthetic import distinct
 
 CATEGORIES: dict[str, list[str]] = {
     "fruit": ["apple", "banana", "cherry", "grape", "lemon", "mango", "peach", "pear", "plum", "melon"],
@@ -52,24 +55,49 @@ def _bad_response(rng: random.Random, kind: str, category: str) -> str:
     return f"{word} or {rng.choice(CATEGORIES[category])}."
 
 
-def make_pairs(n: int, seed: int = 0, *, source: str = "synthetic", id_prefix: str = "syn",
-               asked: tuple[str, ...] = ("fruit",)) -> list[PreferencePair]:
-    """``n`` pairs, positions balanced (half the labels 'a', half 'b') and shuffled with ``seed``."""
-    unknown = [c for c in asked if c not in CATEGORIES]
-    if unknown:
-        raise UnknownNameError(f"unknown categories {unknown}; known: {sorted(CATEGORIES)}")
-    rng = random.Random(seed)
-    labels = (["a", "b"] * (n // 2 + 1))[:n]
-    rng.shuffle(labels)
+def _draw(asked: tuple[str, ...]) -> Callable[[random.Random], tuple[str, str, str, str, str]]:
+    """One pair's draw: (category, bad kind, good, bad, question), in the stream's order."""
     kinds, weights = list(BAD_KINDS), [w for _, w in BAD_KINDS.values()]
-    pairs = []
-    for i, label in enumerate(labels):
+
+    def draw(rng: random.Random) -> tuple[str, str, str, str, str]:
         category = rng.choice(list(asked))
         kind = rng.choices(kinds, weights=weights)[0]
         good = f"{rng.choice(CATEGORIES[category])}."
         bad = _bad_response(rng, kind, category)
+        return category, kind, good, bad, rng.choice(ASKS).format(c=category)
+
+    return draw
+
+
+def _key(item: tuple[str, str, str, str, str]) -> distinct.Key:
+    _, _, good, bad, ask = item
+    return distinct.comparison_key(ask, good, bad)
+
+
+@functools.cache
+def capacity(asked: tuple[str, ...] = ("fruit",)) -> dict[str, int]:
+    """Distinct questions and distinct comparisons a draw asking for ``asked`` can make."""
+    return distinct.capacity(_draw(asked), _key)
+
+
+def make_pairs(n: int, seed: int = 0, *, source: str = "synthetic", id_prefix: str = "syn",
+               asked: tuple[str, ...] = ("fruit",), distinct_items: bool = False) -> list[PreferencePair]:
+    """``n`` pairs, positions balanced (half the labels 'a', half 'b') and shuffled with ``seed``. ``distinct_items``
+    (the test split): no comparison twice -- a repeat is skipped and the same stream drawn on, so a draw without
+    repeats is unchanged -- and more than :func:`capacity` is refused."""
+    unknown = [c for c in asked if c not in CATEGORIES]
+    if unknown:
+        raise UnknownNameError(f"unknown categories {unknown}; known: {sorted(CATEGORIES)}")
+    if distinct_items:
+        distinct.check_capacity(n, capacity(tuple(asked)), f"the fruit task asking for {', '.join(asked)}")
+    rng = random.Random(seed)
+    labels = (["a", "b"] * (n // 2 + 1))[:n]
+    rng.shuffle(labels)
+    draw = _draw(tuple(asked))
+    items = distinct.draw_distinct(n, rng, draw, _key) if distinct_items else [draw(rng) for _ in range(n)]
+    pairs = []
+    for i, (label, (category, kind, good, bad, ask)) in enumerate(zip(labels, items)):
         a, b = (good, bad) if label == "a" else (bad, good)
-        ask = rng.choice(ASKS).format(c=category)
         pairs.append(PreferencePair(f"{id_prefix}-{seed}-{i}", source, [{"role": "user", "content": ask}], a, b,
                                     label, BAD_KINDS[kind][0], {"category": category, "bad_kind": kind}))
     return pairs
@@ -117,8 +145,14 @@ def rule_verdict(pair: PreferencePair) -> str:
 # The demo's task interface (thinkj.synthetic.tasks.TASK_INTERFACE), in terms of a pair.
 
 def split_pairs(n: int, seed: int, split: str) -> list[PreferencePair]:
-    """``n`` pairs of one split. The fruit task has no entity split: the test split draws with an offset seed."""
-    return make_pairs(n, seed=seed + (10_000 if split == "test" else 0), id_prefix=split)
+    """``n`` pairs of one split. The fruit task has no entity split: the test split draws with an offset seed, with
+    no comparison twice."""
+    return make_pairs(n, seed=seed + (10_000 if split == "test" else 0), id_prefix=split, distinct_items=split == "test")
+
+
+def split_capacity(split: str) -> dict[str, int]:
+    """What :func:`split_pairs` can draw of ``split`` without a repeat: the same questions on both sides."""
+    return capacity()
 
 
 def argue(pair: PreferencePair, side: str) -> str:

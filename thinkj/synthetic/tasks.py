@@ -19,7 +19,8 @@ from thinkj.records import PreferencePair
 from thinkj.registry import Registry
 
 # what a task module defines, each in terms of a PreferencePair
-TASK_INTERFACE = ("split_pairs", "explain", "argue", "rule_verdict", "describe_response", "asks", "strength_against")
+TASK_INTERFACE = ("split_pairs", "explain", "argue", "rule_verdict", "describe_response", "asks", "strength_against",
+                  "split_capacity")
 
 
 @dataclass(frozen=True)
@@ -28,8 +29,13 @@ class Task:
     module: ModuleType
 
     def make_pairs(self, n: int, seed: int, split: str) -> list[PreferencePair]:
-        """``n`` pairs of ``split`` ("train" or "test"), drawn with ``seed``."""
+        """``n`` pairs of ``split`` ("train" or "test"), drawn with ``seed``; the test split has no comparison twice
+        and refuses more than :meth:`capacity` (a ThinkJError with the numbers)."""
         return self.module.split_pairs(n, seed, split)
+
+    def capacity(self, split: str) -> dict[str, int]:
+        """{"questions": ..., "comparisons": ...}: the distinct questions and comparisons ``split`` can make."""
+        return self.module.split_capacity(split)
 
     def explain(self, pair: PreferencePair) -> str:
         """The rule-based rationale a good judge writes (the scripted teacher summarises to it)."""
