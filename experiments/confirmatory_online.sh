@@ -4,7 +4,8 @@
 #
 #   bash experiments/confirmatory_online.sh          # the whole run; rerun it to resume
 #
-# 1. the init judge: the demo recipe, seed 0, in OUT/init_demo (the pipeline resumes its stages), its judge SFT
+# 1. the init judge: the demo recipe, seed 0, in INIT_DEMO (default OUT/init_demo; the pipeline resumes its stages,
+#    so a finished `make demo` run of the same commit, INIT_DEMO=runs/demo_seed0, is taken as it is), its judge SFT
 #    copied once to OUT/init_judge;
 # 2. data, the plain arm and the evaluations of init and plain: experiments/position_consistent.sh with the
 #    2,000-rollout experiment's settings (ARMS=plain, TEST=300); it skips a finished arm or evaluation and resumes
@@ -22,21 +23,26 @@ BACKEND=${BACKEND:-vllm}
 RESULTS=${RESULTS:-experiments/results/confirmatory_seed$SEED}
 TEST=300
 INIT=$OUT/init_judge
+INIT_DEMO=${INIT_DEMO:-$OUT/init_demo}
+# bf16 autocast only where the CPU computes bf16 natively (thinkj.train.config.cpu_has_bf16), as the demo: emulated
+# bf16 is several times slower than fp32
+BF16=$("$PY/python" -c 'from thinkj.train.config import cpu_has_bf16; print(str(cpu_has_bf16()).lower())')
 
 if [ ! -f "$INIT/config.json" ]; then
-  echo "[confirm] init judge: the demo recipe, seed 0, in $OUT/init_demo"
-  flock "$LOCK" "$PY/thinkj" run configs/recipes/smollm2-cpu.yaml --set run_dir="$OUT/init_demo" --set seed=0 \
+  echo "[confirm] init judge: the demo recipe, seed 0, in $INIT_DEMO"
+  flock "$LOCK" "$PY/thinkj" run configs/recipes/smollm2-cpu.yaml --set run_dir="$INIT_DEMO" --set seed=0 \
     --set task_seed=0
-  [ -f "$OUT/init_demo/train/judge_sft/config.json" ] || {
-    echo "error: the demo made no judge at $OUT/init_demo/train/judge_sft" >&2; exit 2; }
+  [ -f "$INIT_DEMO/train/judge_sft/config.json" ] || {
+    echo "error: the demo made no judge at $INIT_DEMO/train/judge_sft" >&2; exit 2; }
+  mkdir -p "$OUT"
   rm -rf "$INIT.partial"
-  cp -r "$OUT/init_demo/train/judge_sft" "$INIT.partial"
+  cp -r "$INIT_DEMO/train/judge_sft" "$INIT.partial"
   mv "$INIT.partial" "$INIT"  # whole or absent: a cut copy is never taken for the init
 fi
 
-echo "[confirm] seed $SEED: data, the plain arm, the evaluations of init and plain"
+echo "[confirm] seed $SEED (TRL bf16=$BF16): data, the plain arm, the evaluations of init and plain"
 INIT=$INIT OUT=$OUT TASK=facts SEEDS=$SEED STEPS=250 LR=5e-6 TRAIN=512 TEST=$TEST GENS=4 PROMPTS=2 ARMS=plain \
-  BACKEND=$BACKEND TRL_EXTRA="bf16=true gradient_checkpointing=false" PY=$PY \
+  BACKEND=$BACKEND TRL_EXTRA="bf16=$BF16 gradient_checkpointing=false" PY=$PY \
   flock "$LOCK" bash experiments/position_consistent.sh
 
 echo "[confirm] records in $RESULTS"
