@@ -35,10 +35,27 @@ def _judgments(path: Path, items: list[str], ok: bool) -> Path:
     return path
 
 
-def test_the_committed_table_recomputes_from_the_committed_records(capsys):
-    folder = RESULTS / "tiny_fruit"
-    assert recompute.main([str(folder), "--check"]) == 0
+@pytest.mark.parametrize(("folder", "args"), [
+    ("tiny_fruit", []),
+    # the pre-registered confirmatory run (LOG, session 18): its primary test is the one --compare names
+    ("confirmatory_seed3", ["--compare", "plain:init"]),
+])
+def test_the_committed_table_recomputes_from_the_committed_records(folder, args, capsys):
+    assert recompute.main([str(RESULTS / folder), *args, "--check"]) == 0
     assert capsys.readouterr().out.endswith("table.md: recomputed, identical\n")
+
+
+def test_the_confirmatory_records_hold_the_registered_design():
+    """300 distinct comparisons over 43 questions, both orders, every judgment of both arms on the same items."""
+    folder = RESULTS / "confirmatory_seed3"
+    pairs = [json.loads(line) for line in (folder / "pairs.jsonl").read_text().splitlines()]
+    keys = {(p["messages"][0]["content"], frozenset((p["response_a"], p["response_b"]))) for p in pairs}
+    assert len(pairs) == len(keys) == 300
+    assert len({p["messages"][0]["content"] for p in pairs}) == 43
+    for arm in ("init", "plain"):
+        rows = [json.loads(line) for line in (folder / f"{arm}.judgments.jsonl").read_text().splitlines()]
+        assert sorted((r["item_id"], r["order"]) for r in rows) == sorted(
+            (p["id"], o) for p in pairs for o in ("original", "swapped"))
 
 
 def test_pooled_seeds_count_a_question_once(tmp_path, capsys):
