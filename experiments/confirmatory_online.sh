@@ -5,7 +5,8 @@
 #   bash experiments/confirmatory_online.sh          # the whole run; rerun it to resume
 #
 # 1. the init judge: the demo recipe, seed 0, in INIT_DEMO (default OUT/init_demo; the pipeline resumes its stages,
-#    so a finished `make demo` run of the same commit, INIT_DEMO=runs/demo_seed0, skips its done stages), its judge SFT
+#    so a finished `make demo` run of the same commit, INIT_DEMO=runs/demo_seed0, skips its done stages; name the
+#    folder the demo ran in: a moved copy is refused, its stage records hold their paths), its judge SFT
 #    copied once to OUT/init_judge;
 # 2. data, the plain arm and the evaluations of init and plain: experiments/position_consistent.sh with the
 #    2,000-rollout experiment's settings (ARMS=plain, TEST=300); it skips a finished arm or evaluation and resumes
