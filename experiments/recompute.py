@@ -2,6 +2,7 @@
 
     .venv/bin/python experiments/recompute.py experiments/results/tiny_fruit             # print the table
     .venv/bin/python experiments/recompute.py experiments/results/tiny_fruit --check     # ... and diff table.md
+    .venv/bin/python experiments/recompute.py experiments/results/confirmatory_seed3 --compare plain:init --sides
 
 A records folder is what an experiment keeps so that its numbers can be recomputed and re-analysed later:
 
@@ -19,6 +20,11 @@ clustered by held-out question (thinkj.stats.paired_test: the cluster sign-flip 
 McNemar's exact test only when each judgment is its own question) with the number of distinct questions. Pooled, one
 question in several seeds' held-out sets is one cluster. For contrast the last column gives McNemar's p as if every
 judgment were independent: not a valid test when the clusters are fewer than the judgments.
+
+``--sides`` adds what a change of position bias looks like (not in table.md): per row the consistency of the two
+orders, the share of "(a)" verdicts and the accuracy when the gold is (a) and when it is (b)
+(thinkj.rewards.designs.twins.position_stats, as the online runs log them); per comparison how many questions gained,
+did not move and lost (their net change in right judgments).
 """
 
 from __future__ import annotations
@@ -31,10 +37,12 @@ from thinkj.errors import ThinkJError
 from thinkj.evaluation.judgment_records import load_records
 from thinkj.evaluation.row_compare import pair_questions, row_metrics
 from thinkj.records import RecordError
+from thinkj.rewards.designs.twins import position_stats
 from thinkj.stats import mcnemar_exact, paired_test
 
 ORDER = ("base", "init", "offline", "online", "plain", "consistent")  # rows in this order, then others by name
 SUFFIX = ".judgments.jsonl"
+Seeds = dict[str, tuple[dict[str, list[dict]], dict[str, str]]]  # seed name -> (row -> records, item id -> question)
 
 
 def seed_folders(folder: Path) -> list[Path]:
@@ -74,7 +82,7 @@ def default_comparisons(names: list[str]) -> list[tuple[str, str]]:
     return pairs + [(r, "init") for r in names if "init" in names and r not in ("init", "base")]
 
 
-def compare(seeds: dict[str, tuple[dict[str, list[dict]], dict[str, str]]], later: str, earlier: str) -> dict:
+def compare(seeds: Seeds, later: str, earlier: str) -> dict:
     """``later`` against ``earlier`` on the greedy judgments both made, over the given seeds, clustered by question."""
     a, b, cluster = {}, {}, {}
     for seed, (rows, questions) in seeds.items():
@@ -91,10 +99,14 @@ def compare(seeds: dict[str, tuple[dict[str, list[dict]], dict[str, str]]], late
     return {**test, "naive_mcnemar_p": mcnemar_exact(test["only_later_right"], test["only_earlier_right"])}
 
 
-def report(folder: Path, comparisons: list[tuple[str, str]] | None = None) -> str:
-    """The records folder's table and tests, as printed (markdown)."""
+def read_folder(folder: Path) -> tuple[Seeds, list[str]]:
+    """Every seed's rows and questions ("-" when the folder is one seed), and the rows all seeds have, in order."""
     seeds = {p.name if p != folder else "-": read_seed(p) for p in seed_folders(folder)}
-    names = ordered(set.intersection(*(set(rows) for rows, _ in seeds.values())))
+    return seeds, ordered(set.intersection(*(set(rows) for rows, _ in seeds.values())))
+
+
+def report(folder: Path, seeds: Seeds, names: list[str], comparisons: list[tuple[str, str]] | None = None) -> str:
+    """The records folder's table and tests, as printed (markdown)."""
     comparisons = comparisons or default_comparisons(names)
     for pair in comparisons:
         for name in pair:
@@ -122,12 +134,32 @@ def report(folder: Path, comparisons: list[tuple[str, str]] | None = None) -> st
     return "\n".join(lines) + "\n"
 
 
+def sides(seeds: Seeds, names: list[str], comparisons: list[tuple[str, str]] | None = None) -> str:
+    """The ``--sides`` tables (module docstring), pooled over the seeds (markdown); ``report`` checks the names."""
+    lines = ["", "| row | consistency | \"(a)\" share | accuracy, gold (a) | accuracy, gold (b) |",
+             "|---|---:|---:|---:|---:|"]
+    for name in names:
+        records = [r for rows, _ in seeds.values() for r in rows[name] if r.get("sample", 0) == 0]
+        pos = position_stats([r["verdict"] for r in records], [r["gold"] for r in records])
+        cells = [f"{100 * pos[k]:.1f}" if k in pos else "-" for k in ("pos/a_share", "pos/acc_gold_a", "pos/acc_gold_b")]
+        lines.append(f"| {name} | {row_metrics(records)['consistency']:.1f} | {' | '.join(cells)} |")
+    lines += ["", "| comparison | questions | gained | unchanged | lost |", "|---|---:|---:|---:|---:|"]
+    for later, earlier in comparisons or default_comparisons(names):
+        t = compare(seeds, later, earlier)
+        moves = t["cluster_moves"]
+        lines.append(f"| {later} vs {earlier} | {t['clusters']} | {moves['gained']} | {moves['unchanged']} | "
+                     f"{moves['lost']} |")
+    return "\n".join(lines) + "\n"
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("folder", type=Path, help="a records folder (see above)")
     ap.add_argument("--compare", action="append", default=None, metavar="LATER:EARLIER",
                     help="rows to test, repeatable [every row against init, init against base]")
     ap.add_argument("--check", action="store_true", help="exit 1 when the output differs from <folder>/table.md")
+    ap.add_argument("--sides", action="store_true",
+                    help="also print each row's position bias and how many questions each comparison moved")
     args = ap.parse_args(argv)
     try:
         comparisons = None
@@ -136,7 +168,9 @@ def main(argv: list[str] | None = None) -> int:
             if bad:
                 raise ThinkJError(f"--compare takes LATER:EARLIER (two row names), got {bad[0]!r}")
             comparisons = [tuple(c.split(":")) for c in args.compare]
-        text = report(args.folder, comparisons)
+        seeds, names = read_folder(args.folder)
+        text = report(args.folder, seeds, names, comparisons)
+        extra = sides(seeds, names, comparisons) if args.sides else ""
     except ThinkJError as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
@@ -147,6 +181,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"error: {table}: differs from the recomputed table above (or is missing)", file=sys.stderr)
             return 1
         print(f"{table}: recomputed, identical")
+    print(extra, end="")
     return 0
 
 

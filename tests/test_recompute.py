@@ -47,15 +47,38 @@ def test_the_committed_table_recomputes_from_the_committed_records(folder, args,
 
 def test_the_confirmatory_records_hold_the_registered_design():
     """300 distinct comparisons over 43 questions, both orders, every judgment of both arms on the same items."""
+    from thinkj.evaluation.judgment_records import load_records
+    from thinkj.evaluation.row_compare import pair_questions
+    from thinkj.records import read_jsonl
+    from thinkj.synthetic.distinct import comparison_key
+
     folder = RESULTS / "confirmatory_seed3"
-    pairs = [json.loads(line) for line in (folder / "pairs.jsonl").read_text().splitlines()]
-    keys = {(p["messages"][0]["content"], frozenset((p["response_a"], p["response_b"]))) for p in pairs}
+    questions = pair_questions(folder / "pairs.jsonl")
+    pairs = [p for _, p in read_jsonl(folder / "pairs.jsonl")]
+    keys = {comparison_key(questions[p["id"]], p["response_a"], p["response_b"]) for p in pairs}
     assert len(pairs) == len(keys) == 300
-    assert len({p["messages"][0]["content"] for p in pairs}) == 43
+    assert len(set(questions.values())) == 43
     for arm in ("init", "plain"):
-        rows = [json.loads(line) for line in (folder / f"{arm}.judgments.jsonl").read_text().splitlines()]
+        rows = load_records(folder / f"{arm}.judgments.jsonl")
         assert sorted((r["item_id"], r["order"]) for r in rows) == sorted(
             (p["id"], o) for p in pairs for o in ("original", "swapped"))
+
+
+def test_sides_show_a_change_of_lean_and_the_questions_moved(tmp_path, capsys):
+    # Q1 (item x): earlier says (b) in both orders, later right in both; Q2 (item y): earlier says (b), later (a)
+    _pairs(tmp_path / "pairs.jsonl", {"x": "Q1?", "y": "Q2?"})
+    verdicts = {"init": {"x": "bb", "y": "bb"}, "online": {"x": "ab", "y": "aa"}}
+    for row, items in verdicts.items():
+        (tmp_path / f"{row}.judgments.jsonl").write_text("".join(
+            json.dumps({"item_id": item, "order": order, "gold": gold, "verdict": v, "correct": v == gold,
+                        "sample": 0}) + "\n"
+            for item, vs in items.items() for order, gold, v in zip(("original", "swapped"), "ab", vs)))
+    assert recompute.main([str(tmp_path), "--sides"]) == 0
+    out = capsys.readouterr().out
+    assert "| init | 0.0 | 0.0 | 0.0 | 100.0 |" in out  # never consistent, always (b)
+    assert "| online | 50.0 | 75.0 | 100.0 | 50.0 |" in out
+    # Q1: 2 right against 1, gained; Q2: 1 right against 1 (another order), unchanged
+    assert "| online vs init | 2 | 1 | 1 | 0 |" in out
 
 
 def test_pooled_seeds_count_a_question_once(tmp_path, capsys):

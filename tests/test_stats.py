@@ -78,6 +78,8 @@ def test_a_duplicated_judgment_is_counted_once():
     assert naive < 0.01 < once["p"]  # counted twice, McNemar would claim p = 0.004
     assert twice["test"] == "cluster_sign_flip" and twice["clusters"] == 15
     assert twice["p"] == pytest.approx(once["p"])
+    # 9 comparisons gained, 2 lost, 4 unchanged; duplicates move no extra cluster
+    assert once["cluster_moves"] == twice["cluster_moves"] == {"gained": 9, "unchanged": 4, "lost": 2}
 
 
 def test_cluster_bootstrap_hand_worked_and_blind_to_duplicates():

@@ -156,5 +156,8 @@ def paired_test(later: Sequence[bool], earlier: Sequence[bool], clusters: Sequen
         test, why = "cluster_sign_flip", f"{n} judgments share {k} distinct {cluster_by}s"
         p = cluster_sign_flip_p(list(totals.values()))
     low, high = cluster_bootstrap_ci(later, earlier, keys) if n else (0.0, 0.0)
+    moves = {"gained": sum(t > 0 for t in totals.values()), "unchanged": sum(t == 0 for t in totals.values()),
+             "lost": sum(t < 0 for t in totals.values())}  # how many clusters moved which way (their net change)
     return {"test": test, "why": why, "p": p, "clusters": k, "cluster_by": cluster_by, "n_judgments": n,
-            "only_later_right": only_later, "only_earlier_right": only_earlier, "diff_ci95": [low, high]}
+            "only_later_right": only_later, "only_earlier_right": only_earlier, "diff_ci95": [low, high],
+            "cluster_moves": moves}
