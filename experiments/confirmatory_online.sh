@@ -65,6 +65,10 @@ def compact(rows, path: Path) -> None:
     tmp.replace(path)
 
 
+for arm in ("init", "plain"):  # only whole evaluations become records: a cut one would shrink the paired test
+    done = json.loads((out / f"facts-s{seed}" / f"eval-{arm}" / "synthetic.results.json").read_text())
+    if done.get("complete") is not True or done.get("missing"):
+        sys.exit(f"error: the {arm} evaluation is incomplete (missing {done.get('missing')}): rerun this script")
 compact([r for _, r in read_jsonl(out / f"data-facts-s{seed}" / "test.jsonl")], results / "pairs.jsonl")
 for arm in ("init", "plain"):
     compact([r for _, r in read_jsonl(out / f"facts-s{seed}" / f"eval-{arm}" / "synthetic.judgments.jsonl")],
