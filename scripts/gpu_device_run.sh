@@ -4,56 +4,86 @@
 # output under $OUT/<step>. One line per step: PASS / FAIL, seconds, where its log is. NOT YET RUN ON A GPU.
 #
 #   DRY_RUN=1 bash scripts/gpu_device_run.sh          # here: print each step's command, run nothing (tests do this)
-#   OUT=$OUT bash scripts/gpu_device_run.sh           # there, after the kit's install call
+#   OUT=$OUT bash scripts/gpu_device_run.sh           # there, after the kit's install call (python -m
+#                                                     # thinkj.gpu_kit plan: the two calls it takes, with STEPS)
 #   STEPS="verl eval" OUT=$OUT bash scripts/gpu_device_run.sh   # a subset
+#   DEVICE=cpu KIT_ENV= PYTHON=.venv/bin/python OUT=/tmp/rehearsal bash scripts/gpu_device_run.sh
+#                                                     # here: the same steps on the CPU with the project's venv (no
+#                                                     # DeepSpeed, fp32, the tiny model in the trl step)
 #
-# Steps (in order; each needs `prep`):
+# Steps, in the order they run (the largest risk first, so a device session cut short still has it):
 #   prep   the tiny model (hidden 128: vLLM needs head_dim >= 64), its judge (the project's SFT helper), fruit pairs,
 #          the verl parquet and the LlamaFactory datasets (as tests/test_offline_train.py writes them)
-#   verl   thinkj train rl --engine verl: GRPO, 3 steps, 1 node x 1 GPU, vLLM rollout (enforce_eager)
-#   eval   thinkj eval run synthetic --backend vllm beside --backend hf on the same held-out slice (and, where the
-#          checkout carries shared/data, an Auto-J slice the same way)
+#   verl   thinkj train rl --engine verl: GRPO, 3 steps, 1 node x 1 GPU, vLLM rollout (enforce_eager), a checkpoint;
+#          then scripts/merge_verl_checkpoint.sh turns it into a Hugging Face folder (verl-merge)
+#   eval   thinkj eval run synthetic --backend vllm beside --backend hf on the same held-out pairs, both orders, with
+#          the merged verl model (the judge where verl failed); eval-compare prints judgments/s (model load included),
+#          parse failures and how many verdicts the two backends share (and, where the checkout carries
+#          shared/data, an Auto-J slice the same way)
+#   trl    TRL GRPO at 1.2 B, 8 prompts x 8 rollouts x 512 tokens: scripts/speed/rl_step.py (random-1.2b),
+#          micro-batches of 8 (gpu_hf) and all 64 in one pass (gpu_before)
 #   sft    thinkj train sft judge_sft with DeepSpeed ZeRO-3 (configs/deepspeed/ds_z3_config.json), 3 steps
 #   dpo    thinkj train dpo dpo with DeepSpeed ZeRO-3, 3 steps
-#   trl    TRL GRPO at 1.2 B x 64 rollouts x 512 tokens: scripts/speed/rl_step.py (random-1.2b, micro-batches)
+# Each PASS / FAIL line gives the step's seconds and, on a GPU, its peak GPU memory (nvidia-smi, every 0.5 s).
 #
-# Settings: OUT [/tmp/gpu_run]; KIT_ENV [/tmp/gpu_kit/gpu_kit.env]; PYTHON [python3]; STEPS [all];
-# STEP_TIMEOUT [300 s each]; SHARED_DATA [shared/data if present]; TOKENIZER (rl_step.py --tokenizer: a SmolLM2
-# folder; the trl step is skipped without one). Exit status: the number of failed steps.
+# Settings: OUT [/tmp/gpu_run]; WORK [$OUT/work: prep's models and data, which later steps read]; KIT_ENV
+# [/tmp/gpu_kit/gpu_kit.env; empty: PYTHON has the packages already]; DEVICE [gpu | cpu: the rehearsal]; PYTHON
+# [python3]; STEPS [prep verl eval trl sft dpo]; STEP_TIMEOUT [each step's own: prep 90, verl 240, verl-merge 60,
+# eval-* 150, trl 200, sft 120, dpo 120 s; set: the same for all]; SHARED_DATA [shared/data if present]; TOKENIZER
+# [.cache/gpu_kit/tokenizer if present: SmolLM2's config and tokenizer for rl_step.py's random 1.2 B model, which
+# gpu_kit.sh writes; the trl step on a GPU is skipped without one]. Exit status: the number of failed steps.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-/tmp/gpu_run}
-KIT_ENV=${KIT_ENV:-/tmp/gpu_kit/gpu_kit.env}
+KIT_ENV=${KIT_ENV-/tmp/gpu_kit/gpu_kit.env}
 PY=${PYTHON:-python3}
-STEPS=${STEPS:-prep verl eval sft dpo trl}
-STEP_TIMEOUT=${STEP_TIMEOUT:-300}
+STEPS=${STEPS:-prep verl eval trl sft dpo}
+STEP_TIMEOUT=${STEP_TIMEOUT:-}
 SHARED_DATA=${SHARED_DATA:-$( [ -d shared/data ] && echo shared/data || echo "" )}
+TOKENIZER=${TOKENIZER:-$( [ -f .cache/gpu_kit/tokenizer/config.json ] && echo .cache/gpu_kit/tokenizer || echo "" )}
 DRY_RUN=${DRY_RUN:-0}
-W=$OUT/work
+DEVICE=${DEVICE:-gpu}
+case "$DEVICE" in gpu|cpu) ;; *) echo "FAIL setup: DEVICE=$DEVICE: gpu or cpu" >&2; exit 1 ;; esac
+W=${WORK:-$OUT/work}
 export TOKENIZERS_PARALLELISM=false HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 WANDB_MODE=disabled \
        THINKJ_CACHE=$OUT/cache HF_HOME=$OUT/cache/hf VLLM_CACHE_ROOT=$OUT/cache/vllm RAY_TMPDIR=/tmp/ray_gpu_run \
        MPLCONFIGDIR=$OUT/cache/mpl PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
 if [ "$DRY_RUN" != 1 ]; then
-  [ -f "$KIT_ENV" ] || { echo "FAIL setup: $KIT_ENV missing: install the kit first (scripts/gpu_kit_install.sh)"; exit 1; }
-  # shellcheck disable=SC1090
-  source "$KIT_ENV"
+  if [ -n "$KIT_ENV" ]; then
+    [ -f "$KIT_ENV" ] || { echo "FAIL setup: $KIT_ENV missing: install the kit first (scripts/gpu_kit_install.sh)"; exit 1; }
+    # shellcheck disable=SC1090
+    source "$KIT_ENV"
+  fi
   mkdir -p "$OUT" "$W"
 fi
 THINKJ=("$PY" -m thinkj.cli)
 failed=0
 
-step() {  # step GROUP NAME COMMAND...: if GROUP is in STEPS, run under the timeout, log to $OUT/NAME.log
+declare -A LIMIT=([prep]=90 [verl]=240 [verl-merge]=60 [trl]=200 [sft]=120 [dpo]=120)
+
+step() {  # step GROUP NAME COMMAND...: if GROUP is in STEPS, run under its timeout, log to $OUT/NAME.log
   local group=$1 name=$2; shift 2
   case " $STEPS " in *" $group "*) ;; *) return 0 ;; esac
   if [ "$DRY_RUN" = 1 ]; then printf 'DRY %s: %s\n' "$name" "$*"; return 0; fi
-  local start=$SECONDS rc=0
-  timeout --kill-after=20 "$STEP_TIMEOUT" "$@" >"$OUT/$name.log" 2>&1 || rc=$?
-  if [ "$rc" = 0 ]; then echo "PASS $name: $((SECONDS - start)) s ($OUT/$name.log)"
-  else echo "FAIL $name: exit $rc after $((SECONDS - start)) s ($OUT/$name.log): $(tail -n 3 "$OUT/$name.log" | tr '\n' ' ' | cut -c1-300)"
+  local start=$SECONDS rc=0 limit=${STEP_TIMEOUT:-${LIMIT[$name]:-150}} watcher="" memory=""
+  if [ "$DEVICE" = gpu ] && command -v nvidia-smi >/dev/null; then
+    nvidia-smi --query-gpu=memory.used --format=csv,noheader,nounits -lms 500 >"$OUT/$name.memory" 2>/dev/null &
+    watcher=$!
+  fi
+  timeout --kill-after=20 "$limit" "$@" >"$OUT/$name.log" 2>&1 || rc=$?
+  if [ -n "$watcher" ]; then
+    kill "$watcher" 2>/dev/null; wait "$watcher" 2>/dev/null
+    memory=", peak GPU memory $(sort -n "$OUT/$name.memory" | tail -n 1) MiB"
+  fi
+  echo "$((SECONDS - start))" >"$OUT/$name.seconds"
+  if [ "$rc" = 0 ]; then echo "PASS $name: $((SECONDS - start)) s$memory ($OUT/$name.log)"
+  else echo "FAIL $name: exit $rc after $((SECONDS - start)) s (limit $limit s)$memory ($OUT/$name.log):" \
+            "$(tail -n 3 "$OUT/$name.log" | tr '\n' ' ' | cut -c1-300)"
        failed=$((failed + 1)); fi
 }
 
-step prep prep "$PY" - "$W" <<'EOF'
+TORCH_DEVICE=$([ "$DEVICE" = gpu ] && echo cuda || echo cpu)
+step prep prep "$PY" - "$W" "$TORCH_DEVICE" <<'EOF'
 import sys
 from pathlib import Path
 from thinkj.export.llamafactory import write_preference_dataset, write_sft_dataset
@@ -65,7 +95,7 @@ from thinkj.synthetic.fruit_task import explain, make_pairs
 
 work = Path(sys.argv[1])
 base = build_tiny_model(work / "tiny", seed=0)
-finetune_tiny_judge(base, work / "judge", device="cuda")  # writes verdicts, so rewards and accuracy are not all 0
+finetune_tiny_judge(base, work / "judge", device=sys.argv[2])  # writes verdicts, so rewards and accuracy are not all 0
 pairs = [p for p in make_pairs(96, seed=202) if p.label in ("a", "b")]
 write_jsonl(work / "rl_pairs.jsonl", pairs[:48])
 write_jsonl(work / "heldout.jsonl", pairs[48:80])
@@ -79,33 +109,70 @@ print("prep done:", work)
 EOF
 step prep prep-parquet "${THINKJ[@]}" data verl-parquet "$W/rl_pairs.jsonl" "$W/rl.parquet" --val-out "$W/val.parquet"
 
-step verl verl "${THINKJ[@]}" train rl --engine verl --algo grpo --model "$W/judge" --data "$W/rl.parquet" \
-  --val-data "$W/val.parquet" --out "$OUT/verl" --nnodes 1 --gpus-per-node 1 \
+step verl verl "${THINKJ[@]}" train rl --engine verl --device "$DEVICE" --algo grpo --model "$W/judge" \
+  --data "$W/rl.parquet" --val-data "$W/val.parquet" --out "$OUT/verl" --nnodes 1 --gpus-per-node 1 \
   trainer.total_training_steps=3 data.train_batch_size=8 actor_rollout_ref.rollout.n=4 \
   actor_rollout_ref.rollout.enforce_eager=True actor_rollout_ref.rollout.gpu_memory_utilization=0.3 \
   data.max_prompt_length=768 data.max_response_length=128
 
+step verl verl-merge env PYTHON="$PY" bash scripts/merge_verl_checkpoint.sh \
+  "$OUT/verl/checkpoints/global_step_3/actor" "$OUT/verl-hf"
+
+# the merged verl model where the merge wrote one, so the evaluation also shows that it loads in both backends
+EVAL_MODEL=$W/judge
+[ -f "$OUT/verl-hf/config.json" ] && EVAL_MODEL=$OUT/verl-hf
+case " $STEPS " in *" eval "*) [ "$DRY_RUN" = 1 ] || echo "INFO eval: model $EVAL_MODEL" ;; esac
+EVALS=(synthetic)
 for backend in hf vllm; do
-  step eval "eval-$backend" "${THINKJ[@]}" eval run synthetic --model "$W/judge" --backend "$backend" \
+  step eval "eval-$backend" "${THINKJ[@]}" eval run synthetic --model "$EVAL_MODEL" --backend "$backend" \
     --data "$W/heldout.jsonl" --out "$OUT/eval-$backend" --max-new-tokens 96 --profile tiny
   if [ -n "$SHARED_DATA" ]; then
-    step eval "autoj-$backend" "${THINKJ[@]}" eval run autoj --model "$W/judge" --backend "$backend" \
+    EVALS=(synthetic autoj)
+    step eval "autoj-$backend" "${THINKJ[@]}" eval run autoj --model "$EVAL_MODEL" --backend "$backend" \
       --data "$SHARED_DATA/auto-j" --limit 40 --out "$OUT/autoj-$backend" --max-new-tokens 96 --profile tiny
   fi
 done
+step eval eval-compare "$PY" - "$OUT" "${EVALS[@]}" <<'EOF'
+import json
+import sys
+from pathlib import Path
 
-LF_STEPS=(max_steps=3 per_device_train_batch_size=2 gradient_accumulation_steps=1 save_strategy=no logging_steps=1
-          cutoff_len=1024 plot_loss=false "model_name_or_path=$W/tiny" "dataset_dir=$W/lf"
-          deepspeed=configs/deepspeed/ds_z3_config.json bf16=true)
-step sft sft "${THINKJ[@]}" train sft judge_sft --model tiny --device gpu --run-dir "$OUT/lf" "${LF_STEPS[@]}"
-step dpo dpo "${THINKJ[@]}" train dpo dpo --model tiny --device gpu --run-dir "$OUT/lf" "${LF_STEPS[@]}"
+out, benchmarks = Path(sys.argv[1]), sys.argv[2:]
+for bench in benchmarks:
+    prefix = "eval" if bench == "synthetic" else bench
+    verdicts = {}
+    for backend in ("hf", "vllm"):
+        folder = out / f"{prefix}-{backend}"
+        rows = [json.loads(line) for line in (folder / f"{bench}.judgments.jsonl").read_text().splitlines()]
+        metrics = json.loads((folder / f"{bench}.results.json").read_text())["metrics"]
+        seconds = int((out / f"{prefix}-{backend}.seconds").read_text())
+        verdicts[backend] = {(r["item_id"], r["order"], r["sample"]): r["verdict"] for r in rows}
+        score = {k: metrics[k] for k in ("accuracy", "agreement") if k in metrics}
+        print(f"{bench} {backend}: {len(rows)} judgments in {seconds} s, model load included "
+              f"({len(rows) / max(seconds, 1):.2f}/s); not well-formed {sum(not r['well_formed'] for r in rows)}, "
+              f"truncated {sum(r['truncated'] for r in rows)}, failed calls {sum(r['failed'] for r in rows)}; {score}")
+    shared = verdicts["hf"].keys() & verdicts["vllm"].keys()
+    same = sum(verdicts["hf"][k] == verdicts["vllm"][k] for k in shared)
+    print(f"{bench}: the two backends give the same verdict on {same} of {len(shared)} judgments")
+EOF
 
-if [ -n "${TOKENIZER:-}" ] || [ "$DRY_RUN" = 1 ]; then
-  step trl trl "$PY" scripts/speed/rl_step.py --engines trl --settings after --model random-1.2b \
-    --tokenizer "${TOKENIZER:-SMOLLM2_FOLDER}" --device gpu --generations 64 --prompts 1 --max-completion 512 \
-    --micro-batch 8 --steps 2 --json "$OUT/trl_1.2b.json"
+# TRL: GRPORun's GPU layout (micro-batches of 8, transformers generate) first, then every rollout in one pass (what
+# ran out of memory on an H200, issue 52), so the first row survives the second's failure
+if [ "$DEVICE" = cpu ]; then
+  step trl trl "$PY" scripts/speed/rl_step.py --engines trl --settings gpu_hf,gpu_before --model tiny --device cpu \
+    --generations 4 --prompts 2 --max-completion 32 --micro-batch 4 --steps 2 --json "$OUT/trl.json"
+elif [ -n "$TOKENIZER" ] || [ "$DRY_RUN" = 1 ]; then
+  step trl trl "$PY" scripts/speed/rl_step.py --engines trl --settings gpu_hf,gpu_before --model random-1.2b \
+    --tokenizer "${TOKENIZER:-SMOLLM2_FOLDER}" --device gpu --generations 8 --prompts 8 --max-completion 512 \
+    --steps 2 --json "$OUT/trl.json"
 else
   echo "SKIP trl: TOKENIZER (a SmolLM2 folder for rl_step.py --tokenizer) not set"
 fi
+
+LF_STEPS=(max_steps=3 per_device_train_batch_size=2 gradient_accumulation_steps=1 save_strategy=no logging_steps=1
+          cutoff_len=1024 plot_loss=false "model_name_or_path=$W/tiny" "dataset_dir=$W/lf")
+[ "$DEVICE" = gpu ] && LF_STEPS+=(deepspeed=configs/deepspeed/ds_z3_config.json bf16=true)
+step sft sft "${THINKJ[@]}" train sft judge_sft --model tiny --device "$DEVICE" --run-dir "$OUT/lf" "${LF_STEPS[@]}"
+step dpo dpo "${THINKJ[@]}" train dpo dpo --model tiny --device "$DEVICE" --run-dir "$OUT/lf" "${LF_STEPS[@]}"
 [ "$DRY_RUN" = 1 ] || echo "$([ "$failed" = 0 ] && echo PASS || echo FAIL) total: $failed failed steps"
 exit "$failed"

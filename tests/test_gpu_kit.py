@@ -90,14 +90,58 @@ def test_selection_stops_at_left_out_and_keeps_over_image(monkeypatch):
     assert selection.left_out == {"kernels": "not on this path"}
 
 
-def test_device_run_script_dry_run_lists_every_step():
+def _dry_run(**settings):
     import subprocess
     from pathlib import Path
 
     script = Path(gpu_kit.ROOT) / "scripts" / "gpu_device_run.sh"
     run = subprocess.run(["bash", str(script)], capture_output=True, text=True, timeout=60,
-                         env={"DRY_RUN": "1", "PATH": "/usr/bin:/bin", "SHARED_DATA": ""})
+                         env={"DRY_RUN": "1", "PATH": "/usr/bin:/bin", "SHARED_DATA": "", **settings})
     assert run.returncode == 0, run.stderr
-    steps = [line.split(":")[0].removeprefix("DRY ") for line in run.stdout.splitlines()]
-    assert steps == ["prep", "prep-parquet", "verl", "eval-hf", "eval-vllm", "sft", "dpo", "trl"]
-    assert "--engine verl" in run.stdout and "--backend vllm" in run.stdout and "ds_z3_config.json" in run.stdout
+    return run.stdout
+
+
+def _steps(stdout):
+    return [line.split(":")[0].removeprefix("DRY ") for line in stdout.splitlines()]
+
+
+def test_device_run_script_dry_run_lists_every_step_largest_risk_first():
+    gpu = _dry_run()
+    assert _steps(gpu) == ["prep", "prep-parquet", "verl", "verl-merge", "eval-hf", "eval-vllm", "eval-compare",
+                           "trl", "sft", "dpo"]
+    assert "--engine verl --device gpu" in gpu and "--backend vllm" in gpu and "ds_z3_config.json" in gpu
+    assert "/tmp/gpu_run/verl-hf" in gpu and "--settings gpu_hf,gpu_before --model random-1.2b" in gpu
+    # the CPU rehearsal: the same steps, on the CPU, without DeepSpeed or bf16, the tiny model in the trl step
+    cpu = _dry_run(DEVICE="cpu")
+    assert _steps(cpu) == _steps(gpu)
+    assert "--device gpu" not in cpu and "ds_z3_config" not in cpu and "bf16=true" not in cpu
+    assert "--model tiny --device cpu" in cpu and "--engine verl --device cpu" in cpu
+    assert _steps(_dry_run(STEPS="trl sft dpo", WORK="/tmp/w")) == ["trl", "sft", "dpo"]
+    assert "dataset_dir=/tmp/w/lf" in _dry_run(STEPS="sft", WORK="/tmp/w")
+
+
+def test_the_plans_run_calls_cover_the_scripts_steps_within_the_call_limit(tmp_path, capsys):
+    import re
+
+    script = (gpu_kit.ROOT / "scripts" / "gpu_device_run.sh").read_text()
+    default = re.search(r"STEPS=\$\{STEPS:-([a-z ]+)\}", script).group(1).split()
+    assert [g for steps, _ in gpu_kit.RUN_CALLS for g in steps.split()] == default
+    assert all(limit <= gpu_kit.CALL_LIMIT_S for _, limit in gpu_kit.RUN_CALLS)
+    manifest = gpu_kit.pack(fake_wheels(tmp_path / "src", [30_000]), tmp_path / "parts", part_bytes=10_000)
+    gpu_kit.print_plan(manifest, checkout=1000, tokenizer=tmp_path / "none")
+    lines = [line for line in capsys.readouterr().out.splitlines() if "gpu_device_run.sh" in line]
+    assert len(lines) == len(gpu_kit.RUN_CALLS) and 'STEPS="prep verl eval"' in lines[0]
+    assert "the trl step is skipped" in lines[0]
+
+
+def test_tokenizer_folder_keeps_config_and_tokenizer_not_weights(tmp_path):
+    model = tmp_path / "model"
+    model.mkdir()
+    for name in ("config.json", "tokenizer.json", "tokenizer_config.json", "model.safetensors", "model.gguf"):
+        (model / name).write_text(name)
+    copied = gpu_kit.write_tokenizer(model, tmp_path / "tok")
+    assert copied == ["config.json", "tokenizer.json", "tokenizer_config.json"]
+    assert sorted(p.name for p in (tmp_path / "tok").iterdir()) == copied
+    (model / "config.json").unlink()
+    with pytest.raises(gpu_kit.KitError, match="no config.json and tokenizer files"):
+        gpu_kit.write_tokenizer(model, tmp_path / "tok2")

@@ -6,6 +6,7 @@ into parts that fit the device tool's carry, and their offline install there. ``
     python -m thinkj.gpu_kit plan                   # the device calls: how many, MB each, what each carries
     python -m thinkj.gpu_kit stash                  # there, in each call: copy the carried part to /tmp/gpu_kit
     python -m thinkj.gpu_kit install                # there, last call: reassemble, check sums, install, import
+    python -m thinkj.gpu_kit tokenizer              # here: SmolLM2's config and tokenizer, no weights (the trl step)
 
 The device image (LOG, sessions 8 and 12: Python 3.12.3, torch 2.11.0+cu130, transformers 5.17.0, accelerate 1.15.0,
 pandas 3.0.6, matplotlib, pyarrow; no network) is modelled as the closure pip resolves for those roots
@@ -28,6 +29,7 @@ import subprocess
 import sys
 import tarfile
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -44,6 +46,15 @@ PLATFORMS = ("manylinux_2_28_x86_64", "manylinux_2_27_x86_64", "manylinux_2_24_x
 # device-call costs measured on the H200 (ENVIRONMENT.md, 2026-11-28): a cold start with a 58 MB carry ~60 s, a warm
 # call with a 58 MB carry ~6 s; the idle gap between back-to-back calls also counts and is the caller's
 COLD_START_S, WARM_CALL_S = 60, 6
+DEVICE_BUDGET_S = 900  # device time a session is lent (ENVIRONMENT.md), every call and idle gap included
+CALL_LIMIT_S = 600  # the most one device call may run
+# SmolLM2's config and tokenizer without its weights: scripts/speed/rl_step.py builds its random 1.2 B model from them
+TOKENIZER_DIR = KIT_DIR / "tokenizer"
+WEIGHT_SUFFIXES = (".safetensors", ".bin", ".gguf", ".pt", ".pth")
+# after the install, scripts/gpu_device_run.sh in two calls, the largest risk first; the second call reuses the
+# first's prepared models and data from WORK (under /tmp, kept while the machine is warm)
+RUN_CALLS: list[tuple[str, int]] = [("prep verl eval", 560), ("trl sft dpo", 480)]
+RUN_ENV = "OUT=$OUT WORK=/tmp/gpu_work"
 
 # what each stack installs (requirements/constraints-gpu.txt pins every one of these and their dependencies)
 STACKS: dict[str, list[str]] = {
@@ -349,7 +360,7 @@ def call_plan(manifest: dict, checkout: int, carry_dir: str = ".cache/gpu_kit/pa
     return calls
 
 
-def print_plan(manifest: dict, checkout: int) -> None:
+def print_plan(manifest: dict, checkout: int, tokenizer: Path = TOKENIZER_DIR) -> None:
     calls = call_plan(manifest, checkout)
     mb = 1e6
     print(f"kit: {len(manifest['wheels'])} wheels, {manifest['tar_bytes'] / mb:.1f} MB in {len(calls)} parts of at "
@@ -358,13 +369,35 @@ def print_plan(manifest: dict, checkout: int) -> None:
     for call in calls:
         print(f"  call {call['call']:>2}: {call['call_bytes'] / mb:5.1f} MB ({call['carry'][1]}, {MANIFEST}, checkout)"
               f" -> bash scripts/gpu_kit_install.sh {call['then']}")
-    estimate = COLD_START_S + WARM_CALL_S * (len(calls) - 1)
-    print(f"device time for the transfer: about {estimate} s (cold start {COLD_START_S} s, then {WARM_CALL_S} s a warm "
-          f"call), plus the gaps between calls and the install; calls must follow each other before the idle release")
+    tokenizer_bytes = sum(f.stat().st_size for f in tokenizer.glob("*") if f.is_file()) if tokenizer.is_dir() else 0
+    carry = (f"{tokenizer.relative_to(ROOT)} ({tokenizer_bytes / mb:.1f} MB) and the checkout" if tokenizer_bytes
+             else f"the checkout (no {tokenizer}: the trl step is skipped; python -m thinkj.gpu_kit tokenizer makes it)")
+    for index, (steps, limit) in enumerate(RUN_CALLS, len(calls) + 1):
+        print(f"  call {index:>2}: {carry}, timeout_s {limit} -> {RUN_ENV} STEPS=\"{steps}\" "
+              f"bash scripts/gpu_device_run.sh")
+    transfer = COLD_START_S + WARM_CALL_S * (len(calls) - 1)
+    print(f"device time: about {transfer} s for the transfer (cold start {COLD_START_S} s, then {WARM_CALL_S} s a warm "
+          f"call) plus the gaps between calls and the install; the run calls get what is left of "
+          f"{DEVICE_BUDGET_S} s, at most {CALL_LIMIT_S} s each. Calls must follow each other before the idle "
+          f"release; where too little is left for the second run call, the first call's steps are the ones to keep")
     for stack in STACKS:
         names = [w for w in manifest.get("stack_of", {}) if stack in manifest["stack_of"][w]]
         size = sum(w["bytes"] for w in manifest["wheels"] if _name(w["file"].split("-")[0]) in names)
         print(f"  {stack}: {len(names)} packages carried or from the image, {size / mb:.1f} MB carried")
+
+
+def write_tokenizer(source: Path, dest: Path = TOKENIZER_DIR) -> list[str]:
+    """Copy a model folder's config, tokenizer and templates, not its weights, to ``dest`` (replaced whole)."""
+    files = sorted(f for f in source.iterdir() if f.is_file() and not f.name.endswith(WEIGHT_SUFFIXES))
+    if not any(f.name == "config.json" for f in files) or not any(f.name.startswith("tokenizer") for f in files):
+        raise KitError(f"{source}: no config.json and tokenizer files to copy")
+    if dest.exists():
+        shutil.rmtree(dest)
+    dest.mkdir(parents=True)
+    for f in files:
+        shutil.copyfile(f, dest / f.name)
+    print(f"tokenizer: {len(files)} files, {sum(f.stat().st_size for f in files) / 1e6:.1f} MB, in {dest}", flush=True)
+    return [f.name for f in files]
 
 
 # ---------------------------------------------------------------- the device side
@@ -456,14 +489,16 @@ def install_and_check(parts: Path, site: Path, python: str = sys.executable) -> 
           f"other versions than the pins: {', '.join(differ) or 'none'}", flush=True)
     failures = 0
     left_out = set(manifest.get("left_out", {}))
-    for package, stack, code in IMPORT_CHECKS:
-        result = probe(code, env, python)
-        strays = sorted(left_out & {_name(d) for d in result["dists"]})
-        ok = result["error"] is None
-        failures += not ok
-        note = f"; loaded left-out {strays}" if strays else ""
-        print(f"{'PASS' if ok else 'FAIL'} import {package} [{stack}] {result['seconds']} s"
-              f"{': ' + result['error'] if result['error'] else ''}{note}", flush=True)
+    # each check is its own interpreter: run side by side on the device's cores, reported in the table's order
+    with ThreadPoolExecutor(max_workers=min(len(IMPORT_CHECKS), os.cpu_count() or 1)) as pool:
+        results = pool.map(lambda check: probe(check[2], env, python), IMPORT_CHECKS)
+        for (package, stack, _), result in zip(IMPORT_CHECKS, results):
+            strays = sorted(left_out & {_name(d) for d in result["dists"]})
+            ok = result["error"] is None
+            failures += not ok
+            note = f"; loaded left-out {strays}" if strays else ""
+            print(f"{'PASS' if ok else 'FAIL'} import {package} [{stack}] {result['seconds']} s"
+                  f"{': ' + result['error'] if result['error'] else ''}{note}", flush=True)
     print(f"{'PASS' if not failures else 'FAIL'} total: {failures} of {len(IMPORT_CHECKS)} import checks failed, "
           f"{time.monotonic() - start:.1f} s", flush=True)
     return failures
@@ -488,6 +523,12 @@ def build(kit: Path = KIT_DIR, python: str | None = None, part_bytes: int = PART
             "from_image": selection.from_image, "left_out": selection.left_out, "over_image": OVER_IMAGE,
             "env": KIT_ENV}
     return pack(wheels, kit / "parts", part_bytes, meta)
+
+
+def smollm2_folder() -> Path:
+    from thinkj.models.catalog import resolve_model  # here only: the device side has nothing installed
+
+    return Path(resolve_model("smollm2"))
 
 
 def find_python(version: str) -> str:
@@ -516,13 +557,19 @@ def main(argv: list[str] | None = None) -> int:
     i = sub.add_parser("install", help="device: reassemble, check, install and import")
     i.add_argument("--parts", type=Path, default=DEVICE_DIR)
     i.add_argument("--site", type=Path, default=DEVICE_DIR / "site")
+    t = sub.add_parser("tokenizer", help="copy SmolLM2's config and tokenizer (no weights) for the trl step")
+    t.add_argument("--source", help="a model folder (default: the catalog's smollm2, fetched if missing)")
+    t.add_argument("--dest", type=Path, default=TOKENIZER_DIR)
     args = parser.parse_args(argv)
     try:
         if args.command == "build":
             manifest = build(args.kit, part_bytes=int(args.part_mb * 1e6))
+            write_tokenizer(smollm2_folder())
             print_plan(manifest, checkout_bytes())
         elif args.command == "plan":
             print_plan(read_manifest(args.parts), checkout_bytes())
+        elif args.command == "tokenizer":
+            write_tokenizer(Path(args.source) if args.source else smollm2_folder(), args.dest)
         elif args.command == "stash":
             stash(args.parts, args.dest)
         else:

@@ -1,0 +1,46 @@
+"""scripts/gpu_device_run.sh, the steps a session lent a GPU runs after the kit's install, rehearsed whole with
+DEVICE=cpu on this machine with the project's venv (opt-in: about ten minutes on 2 cores): verl GRPO with a checkpoint
+and its merge to Hugging Face, the merged model judged by the hf and vLLM backends (CPU build here), TRL GRPO in two
+batch layouts, LlamaFactory SFT and DPO. What it cannot show: CUDA, DeepSpeed ZeRO-3, the kit's vLLM 0.24 wheel."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from conftest import SHARED_DATA
+
+ROOT = Path(__file__).resolve().parent.parent
+SCRIPT = ROOT / "scripts" / "gpu_device_run.sh"
+
+
+@pytest.mark.slow
+@pytest.mark.opt_in
+@pytest.mark.timeout(1500)
+@pytest.mark.skipif("'opt_in' not in (config.option.markexpr or '')",
+                    reason="about ten minutes of verl, vLLM, TRL and LlamaFactory on 2 cores: select with -m opt_in")
+def test_device_run_steps_pass_on_cpu(tmp_path):
+    out = tmp_path / "out"
+    shared = str(SHARED_DATA) if (SHARED_DATA / "auto-j").is_dir() else ""
+    run = subprocess.run(["bash", str(SCRIPT)], capture_output=True, text=True, timeout=1400, cwd=ROOT,
+                         env={**os.environ, "DEVICE": "cpu", "KIT_ENV": "", "PYTHON": sys.executable,
+                              "OUT": str(out), "SHARED_DATA": shared, "STEP_TIMEOUT": "900"})
+    print(run.stdout)
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
+    passed = [line.split(":")[0].removeprefix("PASS ") for line in run.stdout.splitlines()
+              if line.startswith("PASS ") and not line.startswith("PASS total")]
+    assert passed[:4] == ["prep", "prep-parquet", "verl", "verl-merge"] and passed[-3:] == ["trl", "sft", "dpo"]
+    assert "INFO eval: model " + str(out / "verl-hf") in run.stdout  # the merged verl model is the one judged
+    compare = (out / "eval-compare.log").read_text()
+    for backend in ("hf", "vllm"):
+        judged = re.search(rf"^synthetic {backend}: (\d+) judgments .* failed calls (\d+)", compare, re.M)
+        assert judged and int(judged.group(1)) == 64 and judged.group(2) == "0", compare
+    assert re.search(r"same verdict on \d+ of 64 judgments", compare), compare
+    rows = json.loads((out / "trl.json").read_text())
+    assert [row["setting"] for row in rows] == ["gpu_hf", "gpu_before"]
+    assert [row["layout"]["micro_batch"] for row in rows] == [4, 8]
