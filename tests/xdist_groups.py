@@ -11,7 +11,7 @@ ENGINES = "engines"
 GROUPS = {
     ENGINES: ("test_reproduce_cpu.py", "test_verl_cpu_twins.py", "test_verl_cpu_validation.py", "test_verl_cpu_train.py",
               "test_pairwise_reward_http.py", "test_verl_reward_presets.py", "test_online_verl.py",
-              "test_ray_two_node.py", "test_slurm.py", "test_judge_as_reward_slow.py"),
+              "test_ray_two_node.py", "test_slurm.py", "test_judge_as_reward_slow.py", "test_gpu_device_rehearsal.py"),
     "vllm": ("test_data_http_vllm.py", "test_evaluation_vllm.py", "test_vllm_backend.py"),
 }
 GROUP_OF = {name: group for group, names in GROUPS.items() for name in names}
