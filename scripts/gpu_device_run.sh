@@ -111,7 +111,8 @@ step prep prep-parquet "${THINKJ[@]}" data verl-parquet "$W/rl_pairs.jsonl" "$W/
 
 step verl verl "${THINKJ[@]}" train rl --engine verl --device "$DEVICE" --algo grpo --model "$W/judge" \
   --data "$W/rl.parquet" --val-data "$W/val.parquet" --out "$OUT/verl" --nnodes 1 --gpus-per-node 1 \
-  trainer.total_training_steps=3 data.train_batch_size=8 actor_rollout_ref.rollout.n=4 \
+  trainer.total_training_steps=3 data.train_batch_size=8 actor_rollout_ref.actor.ppo_mini_batch_size=8 \
+  actor_rollout_ref.rollout.n=4 actor_rollout_ref.rollout.tensor_model_parallel_size=1 \
   actor_rollout_ref.rollout.enforce_eager=True actor_rollout_ref.rollout.gpu_memory_utilization=0.3 \
   data.max_prompt_length=768 data.max_response_length=128
 

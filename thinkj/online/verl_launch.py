@@ -28,7 +28,7 @@ from pathlib import Path
 
 from thinkj.errors import ThinkJError, exit_on_user_error
 from thinkj.models.catalog import resolve_model
-from thinkj.online import ray_cluster, verl_cpu, verl_gpu
+from thinkj.online import ray_cluster, verl_cpu, verl_gpu, verl_layout
 from thinkj.paths import PROJECT_ROOT, cache_root
 from thinkj.records import write_json
 from thinkj.rewards import get_preset
@@ -258,6 +258,7 @@ def run(spec: VerlLaunch, dry_run: bool = False) -> int:
     A dry run checks the data files as the real run does before its first step (:func:`check_inputs`: they exist,
     read as parquet, and every row is one the reward can score), so a bad file fails here, not on the cluster."""
     argv, env = build_command(spec)
+    check_layout(spec, argv)
     if dry_run:
         check_inputs(spec)
     print(shell_line(argv, env), flush=True)
@@ -286,6 +287,20 @@ def run(spec: VerlLaunch, dry_run: bool = False) -> int:
     write_json(Path(spec.out_dir) / LAUNCH_FILE, record)
     _say_gpu_choices(spec)
     return subprocess.call(argv, env={**os.environ, **env})
+
+
+def check_layout(spec: VerlLaunch, argv: list[str]) -> None:
+    """Compose the run's config as verl will and refuse batch or parallel sizes that do not fit its nodes x GPUs
+    (:mod:`thinkj.online.verl_layout`): verl itself asserts them only minutes into the job."""
+    at = argv.index("--config-name")
+    try:
+        cfg = verl_layout.compose(argv[argv.index("--config-path") + 1], argv[at + 1], argv[at + 2:])
+    except Exception as err:  # Hydra's errors: an override that names no key, a value that does not parse
+        raise LaunchError(f"verl's config does not compose with these overrides: {' '.join(str(err).split())}") from err
+    problems = verl_layout.layout_problems(cfg, *world_shape(spec), critic=verl_layout.uses_critic(cfg))
+    if problems:
+        raise LaunchError("the run's sizes do not fit its world (verl would stop minutes after start):\n  "
+                          + "\n  ".join(problems))
 
 
 def _say_gpu_choices(spec: VerlLaunch) -> None:

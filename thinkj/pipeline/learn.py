@@ -151,13 +151,11 @@ def _online_stages(s: Mapping[str, str], w: Where, judge_sft: Path, models: dict
         rl_data = w.run / "data" / "rl_data" / f"rl{'_twins' if twins else ''}.parquet"
         stages.append(Stage("rl_data", ["thinkj", "data", "verl-parquet", str(pairs), str(rl_data), *twins,
                                         *opt("--seed", s["SEED"])], rl_data, inputs={"pairs": pairs}))
-    verl_seed = verl_seed_overrides(int(s["SEED"])) if s["SEED"] else []
     stages += [
         Stage("online", ["thinkj", "train", "rl", "--engine", "verl", "--algo", s["RL_ALGO"], "--model", str(judge_sft),
                          "--data", str(rl_data), *val, "--out", str(online), "--preset", s["REWARD_PRESET"],
                          *weights, "--nnodes", s["NNODES"], "--gpus-per-node", s["GPUS_PER_NODE"], *cpu,
-                         *verl_seed, *([f"trainer.total_training_steps={s['RL_STEPS']}"] if s["RL_STEPS"] else []),
-                         *_split("VERL_OVERRIDES", s["VERL_OVERRIDES"])],
+                         *verl_stage_overrides(s)],
               online / "checkpoints",
               inputs={"data": rl_data, "judge": judge_sft, "config": verl_config(s["RL_ALGO"]),
                       **({"val": Path(val[1])} if val else {})}),
@@ -166,6 +164,31 @@ def _online_stages(s: Mapping[str, str], w: Where, judge_sft: Path, models: dict
     ]
     models["online"] = online / "hf"
     return stages
+
+
+def verl_stage_overrides(s: Mapping[str, str]) -> list[str]:
+    """The online verl stage's Hydra overrides from the settings (its seeds, RL_STEPS, VERL_OVERRIDES last)."""
+    verl_seed = verl_seed_overrides(int(s["SEED"])) if s["SEED"] else []
+    return [*verl_seed, *([f"trainer.total_training_steps={s['RL_STEPS']}"] if s["RL_STEPS"] else []),
+            *_split("VERL_OVERRIDES", s["VERL_OVERRIDES"])]
+
+
+def check_verl_layout(s: Mapping[str, str]) -> None:
+    """With verl online learning, its batch and parallel sizes against NNODES x GPUS_PER_NODE, composed as the online
+    stage's launch composes them (:func:`thinkj.online.verl_launch.check_layout`): a misfit fails before stage 1, not
+    hours later when the online stage starts."""
+    if s["RL_ENGINE"] != "verl" or s["LEARNING"] not in ("online", "both"):
+        return
+    from thinkj.online.verl_launch import LaunchError, VerlLaunch, build_command, check_layout
+
+    spec = VerlLaunch(algo=s["RL_ALGO"], model="judge_sft", train_files="rl.parquet", out_dir="online",
+                      preset=s["REWARD_PRESET"], nnodes=int(s["NNODES"]), gpus_per_node=int(s["GPUS_PER_NODE"]),
+                      device=s["DEVICE"], overrides=verl_stage_overrides(s))
+    try:
+        check_layout(spec, build_command(spec)[0])
+    except LaunchError as exc:
+        raise ThinkJError(f"NNODES={s['NNODES']} GPUS_PER_NODE={s['GPUS_PER_NODE']} VERL_OVERRIDES="
+                          f"{s['VERL_OVERRIDES']!r}: {exc}") from None
 
 
 def check_learning_settings(s: Mapping[str, str]) -> None:

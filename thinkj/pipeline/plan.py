@@ -26,7 +26,7 @@ from thinkj.pipeline.checks import (
     decontaminate_against,
 )
 from thinkj.pipeline.evaluate import eval_benchmark, eval_stages
-from thinkj.pipeline.learn import OFFLINE_BRANCH, check_learning_settings, learning_stages
+from thinkj.pipeline.learn import OFFLINE_BRANCH, check_learning_settings, check_verl_layout, learning_stages
 from thinkj.pipeline.settings import WEIGHT_SETTINGS
 from thinkj.pipeline.stage import Stage, Where, hf_args, opt
 
@@ -138,6 +138,7 @@ def validate(s: dict[str, str]) -> None:
     for name in ("MODEL_NAME", "TRAIN_DATA_NAME", "TEACHER_MODEL", "TEACHER_URL", "DEDUP_MODEL"):
         if not s[name].strip():
             raise ThinkJError(f"{name}='': must not be empty")
+    check_verl_layout(s)  # last: it composes verl's config from settings checked above
 
 
 def check_weight_settings(s: Mapping[str, str]) -> None:
