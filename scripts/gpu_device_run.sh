@@ -12,7 +12,9 @@
 #                                                     # DeepSpeed, fp32, the tiny model in the trl step)
 #
 # Steps, in the order they run (the largest risk first, so a device session cut short still has it):
-#   prep   the tiny model (hidden 128: vLLM needs head_dim >= 64), its judge (the project's SFT helper), fruit pairs,
+#   prep   env: Python, torch, the GPU, Triton, the C compiler Triton needs, /dev/shm and /tmp, and one Triton kernel
+#          run on the GPU (without it verl's actor runs without torch.compile and vLLM judges eager, said in the
+#          log); then the tiny model (hidden 128: vLLM needs head_dim >= 64), its judge (the project's SFT helper), fruit pairs,
 #          the verl parquet and the LlamaFactory datasets (as tests/test_offline_train.py writes them)
 #   verl   thinkj train rl --engine verl: GRPO, 3 steps, 1 node x 1 GPU, vLLM rollout (enforce_eager), a checkpoint;
 #          then scripts/merge_verl_checkpoint.sh turns it into a Hugging Face folder (verl-merge)
@@ -28,7 +30,7 @@
 #
 # Settings: OUT [/tmp/gpu_run]; WORK [$OUT/work: prep's models and data, which later steps read]; KIT_ENV
 # [/tmp/gpu_kit/gpu_kit.env; empty: PYTHON has the packages already]; DEVICE [gpu | cpu: the rehearsal]; PYTHON
-# [python3]; STEPS [prep verl eval trl sft dpo]; STEP_TIMEOUT [each step's own: prep 90, verl 240, verl-merge 60,
+# [python3]; STEPS [prep verl eval trl sft dpo]; STEP_TIMEOUT [each step's own: env 60, prep 90, verl 240, verl-merge 60,
 # eval-* 150, trl 200, sft 120, dpo 120 s; set: the same for all]; SHARED_DATA [shared/data if present]; TOKENIZER
 # [.cache/gpu_kit/tokenizer if present: SmolLM2's config and tokenizer for rl_step.py's random 1.2 B model, which
 # gpu_kit.sh writes; the trl step on a GPU is skipped without one]. Exit status: the number of failed steps.
@@ -59,7 +61,7 @@ fi
 THINKJ=("$PY" -m thinkj.cli)
 failed=0
 
-declare -A LIMIT=([prep]=90 [verl]=240 [verl-merge]=60 [trl]=200 [sft]=120 [dpo]=120)
+declare -A LIMIT=([env]=60 [prep]=90 [verl]=240 [verl-merge]=60 [trl]=200 [sft]=120 [dpo]=120)
 
 step() {  # step GROUP NAME COMMAND...: if GROUP is in STEPS, run under its timeout, log to $OUT/NAME.log
   local group=$1 name=$2; shift 2
@@ -81,6 +83,53 @@ step() {  # step GROUP NAME COMMAND...: if GROUP is in STEPS, run under its time
             "$(tail -n 3 "$OUT/$name.log" | tr '\n' ' ' | cut -c1-300)"
        failed=$((failed + 1)); fi
 }
+
+# what the machine offers that the engines take for granted: the GPU, Triton (torch.compile in verl's actor, some of
+# vLLM's kernels), and the C compiler Triton builds each kernel's launcher with; a tiny Triton kernel is run on a GPU
+step prep env "$PY" - "$W" "$DEVICE" <<'EOF'
+import os
+import shutil
+import sys
+from pathlib import Path
+
+import torch
+
+work, device = Path(sys.argv[1]), sys.argv[2]
+print(f"python {sys.version.split()[0]}; torch {torch.__version__} (CUDA {torch.version.cuda})")
+if torch.cuda.is_available():
+    props = torch.cuda.get_device_properties(0)
+    print(f"GPU: {torch.cuda.device_count()} x {props.name}, {props.total_memory / 2**30:.0f} GiB, sm{props.major}{props.minor}")
+compilers = {name: shutil.which(name) for name in ("cc", "gcc", "clang", "nvcc", "ninja")}
+print("on PATH:", ", ".join(f"{k} {v or 'absent'}" for k, v in compilers.items()), f"; CC={os.environ.get('CC', '')}")
+for folder in ("/dev/shm", "/tmp"):
+    usage = shutil.disk_usage(folder)
+    print(f"{folder}: {usage.free / 2**30:.1f} GiB free of {usage.total / 2**30:.1f}")
+try:
+    import triton
+    print(f"triton {triton.__version__}")
+except ImportError as err:
+    triton = None
+    print(f"triton does not import: {err}")
+(work / "triton.failed").unlink(missing_ok=True)
+if device == "gpu" and triton is not None:
+    import triton.language as tl
+
+    @triton.jit
+    def add(x, y, out, n, block: tl.constexpr):
+        i = tl.program_id(0) * block + tl.arange(0, block)
+        tl.store(out + i, tl.load(x + i, mask=i < n) + tl.load(y + i, mask=i < n), mask=i < n)
+
+    try:
+        x = torch.arange(1000, device="cuda", dtype=torch.float32)
+        out = torch.empty_like(x)
+        add[(4,)](x, x, out, 1000, block=256)
+        assert torch.equal(out, 2 * x)
+        print("triton kernel: compiled and ran")
+    except Exception as err:
+        (work / "triton.failed").write_text(f"{type(err).__name__}: {err}")
+        print(f"triton kernel FAILED ({type(err).__name__}: {' '.join(str(err).split())[:300]}); the verl step turns "
+              "torch.compile off")
+EOF
 
 TORCH_DEVICE=$([ "$DEVICE" = gpu ] && echo cuda || echo cpu)
 step prep prep "$PY" - "$W" "$TORCH_DEVICE" <<'EOF'
@@ -109,12 +158,19 @@ print("prep done:", work)
 EOF
 step prep prep-parquet "${THINKJ[@]}" data verl-parquet "$W/rl_pairs.jsonl" "$W/rl.parquet" --val-out "$W/val.parquet"
 
+# without a Triton that can build kernels here (the env step), verl's actor runs without torch.compile
+NO_COMPILE=()
+if [ -f "$W/triton.failed" ]; then
+  NO_COMPILE=(actor_rollout_ref.actor.use_torch_compile=False actor_rollout_ref.actor.fsdp_config.use_torch_compile=False
+              actor_rollout_ref.ref.fsdp_config.use_torch_compile=False)
+  echo "INFO verl: torch.compile off, Triton could not build a kernel here ($(head -c 200 "$W/triton.failed"))"
+fi
 step verl verl "${THINKJ[@]}" train rl --engine verl --device "$DEVICE" --algo grpo --model "$W/judge" \
   --data "$W/rl.parquet" --val-data "$W/val.parquet" --out "$OUT/verl" --nnodes 1 --gpus-per-node 1 \
   trainer.total_training_steps=3 data.train_batch_size=8 actor_rollout_ref.actor.ppo_mini_batch_size=8 \
   actor_rollout_ref.rollout.n=4 actor_rollout_ref.rollout.tensor_model_parallel_size=1 \
   actor_rollout_ref.rollout.enforce_eager=True actor_rollout_ref.rollout.gpu_memory_utilization=0.3 \
-  data.max_prompt_length=768 data.max_response_length=128
+  data.max_prompt_length=768 data.max_response_length=128 "${NO_COMPILE[@]}"
 
 step verl verl-merge env PYTHON="$PY" bash scripts/merge_verl_checkpoint.sh \
   "$OUT/verl/checkpoints/global_step_3/actor" "$OUT/verl-hf"
@@ -125,12 +181,16 @@ EVAL_MODEL=$W/judge
 case " $STEPS " in *" eval "*) [ "$DRY_RUN" = 1 ] || echo "INFO eval: model $EVAL_MODEL" ;; esac
 EVALS=(synthetic)
 for backend in hf vllm; do
+  # vLLM's default on a GPU compiles the model (torch.compile, Triton) for CUDA graphs: eager where Triton cannot
+  extra=()
+  [ "$backend" = vllm ] && [ -f "$W/triton.failed" ] && extra=(--backend-arg enforce_eager=true)
   step eval "eval-$backend" "${THINKJ[@]}" eval run synthetic --model "$EVAL_MODEL" --backend "$backend" \
-    --data "$W/heldout.jsonl" --out "$OUT/eval-$backend" --max-new-tokens 96 --profile tiny
+    --data "$W/heldout.jsonl" --out "$OUT/eval-$backend" --max-new-tokens 96 --profile tiny "${extra[@]}"
   if [ -n "$SHARED_DATA" ]; then
     EVALS=(synthetic autoj)
     step eval "autoj-$backend" "${THINKJ[@]}" eval run autoj --model "$EVAL_MODEL" --backend "$backend" \
-      --data "$SHARED_DATA/auto-j" --limit 40 --out "$OUT/autoj-$backend" --max-new-tokens 96 --profile tiny
+      --data "$SHARED_DATA/auto-j" --limit 40 --out "$OUT/autoj-$backend" --max-new-tokens 96 --profile tiny \
+      "${extra[@]}"
   fi
 done
 step eval eval-compare "$PY" - "$OUT" "${EVALS[@]}" <<'EOF'

@@ -34,7 +34,7 @@ def test_device_run_steps_pass_on_cpu(tmp_path):
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
     passed = [line.split(":")[0].removeprefix("PASS ") for line in run.stdout.splitlines()
               if line.startswith("PASS ") and not line.startswith("PASS total")]
-    assert passed[:4] == ["prep", "prep-parquet", "verl", "verl-merge"] and passed[-3:] == ["trl", "sft", "dpo"]
+    assert passed[:5] == ["env", "prep", "prep-parquet", "verl", "verl-merge"] and passed[-3:] == ["trl", "sft", "dpo"]
     assert "INFO eval: model " + str(out / "verl-hf") in run.stdout  # the merged verl model is the one judged
     compare = (out / "eval-compare.log").read_text()
     for backend in ("hf", "vllm"):

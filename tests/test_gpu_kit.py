@@ -107,7 +107,7 @@ def _steps(stdout):
 
 def test_device_run_script_dry_run_lists_every_step_largest_risk_first():
     gpu = _dry_run()
-    assert _steps(gpu) == ["prep", "prep-parquet", "verl", "verl-merge", "eval-hf", "eval-vllm", "eval-compare",
+    assert _steps(gpu) == ["env", "prep", "prep-parquet", "verl", "verl-merge", "eval-hf", "eval-vllm", "eval-compare",
                            "trl", "sft", "dpo"]
     assert "--engine verl --device gpu" in gpu and "--backend vllm" in gpu and "ds_z3_config.json" in gpu
     assert "/tmp/gpu_run/verl-hf" in gpu and "--settings gpu_hf,gpu_before --model random-1.2b" in gpu
@@ -118,6 +118,20 @@ def test_device_run_script_dry_run_lists_every_step_largest_risk_first():
     assert "--model tiny --device cpu" in cpu and "--engine verl --device cpu" in cpu
     assert _steps(_dry_run(STEPS="trl sft dpo", WORK="/tmp/w")) == ["trl", "sft", "dpo"]
     assert "dataset_dir=/tmp/w/lf" in _dry_run(STEPS="sft", WORK="/tmp/w")
+
+
+def test_device_run_turns_verls_torch_compile_off_where_triton_cannot_build(tmp_path):
+    assert "use_torch_compile" not in _dry_run(STEPS="verl", WORK=str(tmp_path))
+    (tmp_path / "triton.failed").write_text("RuntimeError: Failed to find C compiler")
+    run = _dry_run(STEPS="verl", WORK=str(tmp_path))
+    verl = next(line for line in run.splitlines() if line.startswith("DRY verl:"))
+    assert verl.endswith("actor_rollout_ref.actor.use_torch_compile=False "
+                         "actor_rollout_ref.actor.fsdp_config.use_torch_compile=False "
+                         "actor_rollout_ref.ref.fsdp_config.use_torch_compile=False")
+    assert "INFO verl: torch.compile off, Triton could not build a kernel here (RuntimeError: Failed to find C" in run
+    evals = _dry_run(STEPS="eval", WORK=str(tmp_path))
+    assert [line.endswith("--backend-arg enforce_eager=true") for line in evals.splitlines()
+            if line.startswith("DRY eval-")] == [False, True, False]  # hf, vllm, the comparison
 
 
 def test_the_plans_run_calls_cover_the_scripts_steps_within_the_call_limit(tmp_path, capsys):
