@@ -16,7 +16,8 @@
 #          run on the GPU (without it verl's actor runs without torch.compile and vLLM judges eager, said in the
 #          log); then the tiny model (hidden 128: vLLM needs head_dim >= 64), its judge (the project's SFT helper), fruit pairs,
 #          the verl parquet and the LlamaFactory datasets (as tests/test_offline_train.py writes them)
-#   verl   thinkj train rl --engine verl: GRPO, 3 steps, 1 node x 1 GPU, vLLM rollout (enforce_eager), a checkpoint;
+#   verl   thinkj train rl --engine verl: GRPO, 3 steps, 1 node x 1 GPU, vLLM rollout (enforce_eager), a checkpoint,
+#          metrics to the console and files (the kit leaves tensorboard out);
 #          then scripts/merge_verl_checkpoint.sh turns it into a Hugging Face folder (verl-merge)
 #   eval   thinkj eval run synthetic --backend vllm beside --backend hf on the same held-out pairs, both orders, with
 #          the merged verl model (the judge where verl failed); eval-compare prints judgments/s (model load included),
@@ -170,7 +171,7 @@ step verl verl "${THINKJ[@]}" train rl --engine verl --device "$DEVICE" --algo g
   trainer.total_training_steps=3 data.train_batch_size=8 actor_rollout_ref.actor.ppo_mini_batch_size=8 \
   actor_rollout_ref.rollout.n=4 actor_rollout_ref.rollout.tensor_model_parallel_size=1 \
   actor_rollout_ref.rollout.enforce_eager=True actor_rollout_ref.rollout.gpu_memory_utilization=0.3 \
-  data.max_prompt_length=768 data.max_response_length=128 "${NO_COMPILE[@]}"
+  data.max_prompt_length=768 data.max_response_length=128 'trainer.logger=[console,file]' "${NO_COMPILE[@]}"
 
 step verl verl-merge env PYTHON="$PY" bash scripts/merge_verl_checkpoint.sh \
   "$OUT/verl/checkpoints/global_step_3/actor" "$OUT/verl-hf"

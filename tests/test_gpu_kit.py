@@ -111,6 +111,11 @@ def test_device_run_script_dry_run_lists_every_step_largest_risk_first():
                            "trl", "sft", "dpo"]
     assert "--engine verl --device gpu" in gpu and "--backend vllm" in gpu and "ds_z3_config.json" in gpu
     assert "/tmp/gpu_run/verl-hf" in gpu and "--settings gpu_hf,gpu_before --model random-1.2b" in gpu
+    # verl's loggers the kit leaves out are not asked for (base.yaml's tensorboard would fail at the trainer's start)
+    logger = next(a for a in gpu.split() if a.startswith("trainer.logger="))
+    assert logger == "trainer.logger=[console,file]"
+    assert not {"tensorboard", "wandb"} & set(logger.split("=")[1].strip("[]").split(","))
+    assert {"tensorboard", "wandb"} <= set(gpu_kit.LEFT_OUT)
     # the CPU rehearsal: the same steps, on the CPU, without DeepSpeed or bf16, the tiny model in the trl step
     cpu = _dry_run(DEVICE="cpu")
     assert _steps(cpu) == _steps(gpu)

@@ -89,8 +89,9 @@ LEFT_OUT: dict[str, str] = {
     "mistral-common": "Mistral tokenizers and models",
     "gradio": "LlamaFactory's web UI",
     "av": "LlamaFactory's video / audio inputs",
-    "wandb": "a verl logger; the runs log to the console and files",
-    "tensorboard": "a verl logger; the runs log to the console and files",
+    "wandb": "a verl logger; the device run logs to the console and files (trainer.logger in gpu_device_run.sh)",
+    "tensorboard": "a verl logger (configs/verl/base.yaml's third); the device run logs to the console and files "
+                   "(trainer.logger in gpu_device_run.sh)",
     "torchvision": "vision models (and a torchvision built for another torch breaks transformers' import)",
     "modelscope": "ModelScope hub downloads; the device has no network",
     "hf-transfer": "hub downloads; the device has no network",
