@@ -173,6 +173,13 @@ step verl verl "${THINKJ[@]}" train rl --engine verl --device "$DEVICE" --algo g
   actor_rollout_ref.rollout.enforce_eager=True actor_rollout_ref.rollout.gpu_memory_utilization=0.3 \
   data.max_prompt_length=768 data.max_response_length=128 'trainer.logger=[console,file]' "${NO_COMPILE[@]}"
 
+# a verl run cut by its time limit can leave Ray's workers holding GPU memory that the next steps need (on the device
+# nothing else runs Ray; here, other tests may, so the CPU rehearsal leaves Ray alone)
+case " $STEPS " in *" verl "*)
+  if [ "$DRY_RUN" != 1 ] && [ "$DEVICE" = gpu ] && command -v ray >/dev/null; then
+    ray stop --force >"$OUT/ray-stop.log" 2>&1 || true
+  fi ;;
+esac
 step verl verl-merge env PYTHON="$PY" bash scripts/merge_verl_checkpoint.sh \
   "$OUT/verl/checkpoints/global_step_3/actor" "$OUT/verl-hf"
 
