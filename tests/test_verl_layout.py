@@ -74,3 +74,34 @@ def test_the_cli_refuses_before_anything_starts(tmp_path, capsys):
     # an override naming no key of verl's config is refused the same way, in one message
     assert main([*base[:-1], "data.train_batch_sise=8"]) != 0
     assert "does not compose" in capsys.readouterr().err
+
+
+def test_the_file_search_path_composes_what_verls_package_path_composes():
+    from hydra import compose, initialize_config_dir
+    from omegaconf import OmegaConf
+
+    from thinkj.online.verl_launch import ALGOS, CONFIG_DIR
+
+    assert verl_layout.verl_config_dir()
+    for name in sorted(set(ALGOS.values())):
+        with initialize_config_dir(config_dir=str(CONFIG_DIR), version_base=None):
+            upstream = compose(config_name=name, overrides=["data.train_batch_size=8"])  # pkg://verl.trainer.config
+        ours = verl_layout.compose(str(CONFIG_DIR), name, ["data.train_batch_size=8"])
+        assert OmegaConf.to_container(ours) == OmegaConf.to_container(upstream), name
+
+
+def test_the_pipeline_refuses_a_misfit_before_stage_one_on_gpus_only():
+    from thinkj.errors import ThinkJError
+    from thinkj.paths import PROJECT_ROOT
+    from thinkj.pipeline.plan import validate
+    from thinkj.pipeline.settings import resolve
+
+    recipe = PROJECT_ROOT / "configs" / "recipes" / "qwen2.5-7b.yaml"
+    validate(resolve(recipe, env={}, sets=["dry_run=1"]).values)  # Table 11 on 2 x 8 GPUs
+    one_gpu = ["dry_run=1", "nnodes=1", "gpus_per_node=1"]
+    with pytest.raises(ThinkJError, match=r"NNODES=1 GPUS_PER_NODE=1 VERL_OVERRIDES='': the run's sizes do not fit"):
+        validate(resolve(recipe, env={}, sets=one_gpu).values)
+    mended = ("verl_overrides=actor_rollout_ref.rollout.tensor_model_parallel_size=1 "
+              "actor_rollout_ref.actor.ppo_mini_batch_size=8 data.train_batch_size=8")
+    validate(resolve(recipe, env={}, sets=[*one_gpu, mended]).values)
+    validate(resolve(recipe, env={}, sets=[*one_gpu, "device=cpu"]).values)  # the CPU stage checks it itself

@@ -174,11 +174,11 @@ def verl_stage_overrides(s: Mapping[str, str]) -> list[str]:
 
 
 def check_verl_layout(s: Mapping[str, str]) -> None:
-    """With verl online learning, its batch and parallel sizes against NNODES x GPUS_PER_NODE, composed as the online
-    stage's launch composes them (:func:`thinkj.online.verl_launch.check_layout`): a misfit fails before stage 1, not
-    hours later when the online stage starts."""
-    if s["RL_ENGINE"] != "verl" or s["LEARNING"] not in ("online", "both"):
-        return
+    """With verl online learning on GPUs, its batch and parallel sizes against NNODES x GPUS_PER_NODE, composed as the
+    online stage's launch composes them (:func:`thinkj.online.verl_launch.check_layout`): a misfit fails before stage
+    1, not hours later when the online stage starts."""
+    if s["RL_ENGINE"] != "verl" or s["LEARNING"] not in ("online", "both") or s["DEVICE"] != "gpu":
+        return  # on a CPU the online stage's own launch checks the same in seconds, with nothing costly before it
     from thinkj.online.verl_launch import LaunchError, VerlLaunch, build_command, check_layout
 
     spec = VerlLaunch(algo=s["RL_ALGO"], model="judge_sft", train_files="rl.parquet", out_dir="online",
