@@ -8,6 +8,7 @@ judge; the models it makes are what the evaluation phase (:mod:`thinkj.pipeline.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -179,16 +180,29 @@ def check_verl_layout(s: Mapping[str, str]) -> None:
     1, not hours later when the online stage starts."""
     if s["RL_ENGINE"] != "verl" or s["LEARNING"] not in ("online", "both") or s["DEVICE"] != "gpu":
         return  # on a CPU the online stage's own launch checks the same in seconds, with nothing costly before it
+    # the seeds' overrides are left out: they name no size, and a sweep's cells then share one composition
+    steps = [f"trainer.total_training_steps={s['RL_STEPS']}"] if s["RL_STEPS"] else []
+    problem = _verl_layout_problem(s["RL_ALGO"], s["REWARD_PRESET"], int(s["NNODES"]), int(s["GPUS_PER_NODE"]),
+                                   (*steps, *_split("VERL_OVERRIDES", s["VERL_OVERRIDES"])))
+    if problem:
+        raise ThinkJError(f"NNODES={s['NNODES']} GPUS_PER_NODE={s['GPUS_PER_NODE']} VERL_OVERRIDES="
+                          f"{s['VERL_OVERRIDES']!r}: {problem}")
+
+
+@functools.lru_cache(maxsize=64)
+def _verl_layout_problem(algo: str, preset: str, nnodes: int, gpus_per_node: int,
+                         overrides: tuple[str, ...]) -> str | None:
+    """The launcher's refusal for these settings, or None; kept per process (a sweep validates many cells whose
+    layout is the same, and each composition takes about a second)."""
     from thinkj.online.verl_launch import LaunchError, VerlLaunch, build_command, check_layout
 
-    spec = VerlLaunch(algo=s["RL_ALGO"], model="judge_sft", train_files="rl.parquet", out_dir="online",
-                      preset=s["REWARD_PRESET"], nnodes=int(s["NNODES"]), gpus_per_node=int(s["GPUS_PER_NODE"]),
-                      device=s["DEVICE"], overrides=verl_stage_overrides(s))
+    spec = VerlLaunch(algo=algo, model="judge_sft", train_files="rl.parquet", out_dir="online", preset=preset,
+                      nnodes=nnodes, gpus_per_node=gpus_per_node, device="gpu", overrides=list(overrides))
     try:
         check_layout(spec, build_command(spec)[0])
     except LaunchError as exc:
-        raise ThinkJError(f"NNODES={s['NNODES']} GPUS_PER_NODE={s['GPUS_PER_NODE']} VERL_OVERRIDES="
-                          f"{s['VERL_OVERRIDES']!r}: {exc}") from None
+        return str(exc)
+    return None
 
 
 def check_learning_settings(s: Mapping[str, str]) -> None:
