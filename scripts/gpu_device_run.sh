@@ -226,7 +226,7 @@ for bench in benchmarks:
 EOF
 
 # TRL: GRPORun's GPU layout (micro-batches of 8, transformers generate) first, then every rollout in one pass (what
-# ran out of memory on an H200, issue 52), so the first row survives the second's failure
+# ran out of GPU memory on an H200 at 8 x 8 x 512), so the first row survives the second's failure
 if [ "$DEVICE" = cpu ]; then
   step trl trl "$PY" scripts/speed/rl_step.py --engines trl --settings gpu_hf,gpu_before --model tiny --device cpu \
     --generations 4 --prompts 2 --max-completion 32 --micro-batch 4 --steps 2 --json "$OUT/trl.json"

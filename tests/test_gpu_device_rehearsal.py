@@ -21,9 +21,7 @@ SCRIPT = ROOT / "scripts" / "gpu_device_run.sh"
 
 @pytest.mark.slow
 @pytest.mark.opt_in
-@pytest.mark.timeout(1500)
-@pytest.mark.skipif("'opt_in' not in (config.option.markexpr or '')",
-                    reason="about ten minutes of verl, vLLM, TRL and LlamaFactory on 2 cores: select with -m opt_in")
+@pytest.mark.timeout(1500)  # about ten minutes; conftest.py skips opt_in tests unless -m opt_in selects them
 def test_device_run_steps_pass_on_cpu(tmp_path):
     out = tmp_path / "out"
     shared = str(SHARED_DATA) if (SHARED_DATA / "auto-j").is_dir() else ""
