@@ -32,7 +32,8 @@
 # Settings: OUT [/tmp/gpu_run]; WORK [$OUT/work: prep's models and data, which later steps read]; KIT_ENV
 # [/tmp/gpu_kit/gpu_kit.env; empty: PYTHON has the packages already]; DEVICE [gpu | cpu: the rehearsal]; PYTHON
 # [python3]; STEPS [prep verl eval trl sft dpo]; STEP_TIMEOUT [each step's own: env 60, prep 90, verl 240, verl-merge 60,
-# eval-* 150, trl 200, sft 120, dpo 120 s; set: the same for all]; SHARED_DATA [shared/data if present]; TOKENIZER
+# eval-* 150, trl 200, sft 120, dpo 120 s; set: the same for all]; SHARED_DATA [shared/data, else
+# .cache/gpu_kit/data (the kit's copy), if present; empty: no Auto-J step]; TOKENIZER
 # [.cache/gpu_kit/tokenizer if present: SmolLM2's config and tokenizer for rl_step.py's random 1.2 B model, which
 # gpu_kit.sh writes; the trl step on a GPU is skipped without one]. Exit status: the number of failed steps.
 set -uo pipefail
@@ -42,7 +43,9 @@ KIT_ENV=${KIT_ENV-/tmp/gpu_kit/gpu_kit.env}
 PY=${PYTHON:-python3}
 STEPS=${STEPS:-prep verl eval trl sft dpo}
 STEP_TIMEOUT=${STEP_TIMEOUT:-}
-SHARED_DATA=${SHARED_DATA:-$( [ -d shared/data ] && echo shared/data || echo "" )}
+# ../shared does not travel to the device: there the kit's copy of the Auto-J file (python -m thinkj.gpu_kit bench)
+SHARED_DATA=${SHARED_DATA-$( if [ -d shared/data ]; then echo shared/data
+                             elif [ -f .cache/gpu_kit/data/auto-j/testdata_pairwise.jsonl ]; then echo .cache/gpu_kit/data; fi )}
 TOKENIZER=${TOKENIZER:-$( [ -f .cache/gpu_kit/tokenizer/config.json ] && echo .cache/gpu_kit/tokenizer || echo "" )}
 DRY_RUN=${DRY_RUN:-0}
 DEVICE=${DEVICE:-gpu}

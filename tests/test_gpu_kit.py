@@ -147,10 +147,19 @@ def test_the_plans_run_calls_cover_the_scripts_steps_within_the_call_limit(tmp_p
     assert [g for steps, _ in gpu_kit.RUN_CALLS for g in steps.split()] == default
     assert all(limit <= gpu_kit.CALL_LIMIT_S for _, limit in gpu_kit.RUN_CALLS)
     manifest = gpu_kit.pack(fake_wheels(tmp_path / "src", [30_000]), tmp_path / "parts", part_bytes=10_000)
-    gpu_kit.print_plan(manifest, checkout=1000, tokenizer=tmp_path / "none")
+    gpu_kit.print_plan(manifest, checkout=1000, tokenizer=tmp_path / "none", bench=tmp_path / "none")
     lines = [line for line in capsys.readouterr().out.splitlines() if "gpu_device_run.sh" in line]
     assert len(lines) == len(gpu_kit.RUN_CALLS) and 'STEPS="prep verl eval"' in lines[0]
-    assert "the trl step is skipped" in lines[0]
+    assert "the trl step is skipped" in lines[0] and "the Auto-J evaluation is skipped" in lines[0]
+    # with both folders made, the run calls carry them (the ../shared beside a checkout does not travel)
+    (tmp_path / "tok").mkdir()
+    (tmp_path / "tok" / "config.json").write_text("{}")
+    (tmp_path / "data" / "auto-j").mkdir(parents=True)
+    (tmp_path / "data" / "auto-j" / "testdata_pairwise.jsonl").write_text("{}\n")
+    gpu_kit.print_plan(manifest, checkout=1000, tokenizer=tmp_path / "tok", bench=tmp_path / "data")
+    lines = [line for line in capsys.readouterr().out.splitlines() if "gpu_device_run.sh" in line]
+    assert all(f"{tmp_path / 'tok'} (0.0 MB) and {tmp_path / 'data'} (0.0 MB) and the checkout," in line
+               for line in lines) and "skipped" not in " ".join(lines)
 
 
 def test_tokenizer_folder_keeps_config_and_tokenizer_not_weights(tmp_path):
@@ -164,3 +173,26 @@ def test_tokenizer_folder_keeps_config_and_tokenizer_not_weights(tmp_path):
     (model / "config.json").unlink()
     with pytest.raises(gpu_kit.KitError, match="no config.json and tokenizer files"):
         gpu_kit.write_tokenizer(model, tmp_path / "tok2")
+
+
+def test_bench_copy_is_the_shared_file_unchanged_and_the_run_reads_it_there(tmp_path):
+    import shutil
+    import subprocess
+
+    shared = tmp_path / "shared"
+    (shared / "auto-j").mkdir(parents=True)
+    (shared / "auto-j" / "testdata_pairwise.jsonl").write_bytes(b'{"label": 0}\n')
+    root = tmp_path / "checkout"
+    assert gpu_kit.write_bench(shared, root / ".cache" / "gpu_kit" / "data") == list(gpu_kit.BENCH_FILES)
+    assert (root / ".cache/gpu_kit/data/auto-j/testdata_pairwise.jsonl").read_bytes() == b'{"label": 0}\n'
+    with pytest.raises(gpu_kit.KitError, match="auto-j/testdata_pairwise.jsonl"):
+        gpu_kit.write_bench(tmp_path / "elsewhere", tmp_path / "d")
+    # the run script, in a checkout without shared/, finds the kit's copy; SHARED_DATA="" still turns the step off
+    (root / "scripts").mkdir()
+    shutil.copy(gpu_kit.ROOT / "scripts" / "gpu_device_run.sh", root / "scripts")
+    def dry(env):
+        return subprocess.run(["bash", "scripts/gpu_device_run.sh"], cwd=root, capture_output=True, text=True,
+                              env={"DRY_RUN": "1", "PATH": "/usr/bin:/bin", "STEPS": "eval", **env}, timeout=60).stdout
+    assert "--data .cache/gpu_kit/data/auto-j --limit 40" in dry({})
+    assert _steps(dry({})) == ["eval-hf", "autoj-hf", "eval-vllm", "autoj-vllm", "eval-compare"]
+    assert "autoj" not in dry({"SHARED_DATA": ""})

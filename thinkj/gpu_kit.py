@@ -7,6 +7,7 @@ into parts that fit the device tool's carry, and their offline install there. ``
     python -m thinkj.gpu_kit stash                  # there, in each call: copy the carried part to /tmp/gpu_kit
     python -m thinkj.gpu_kit install                # there, last call: reassemble, check sums, install, import
     python -m thinkj.gpu_kit tokenizer              # here: SmolLM2's config and tokenizer, no weights (the trl step)
+    python -m thinkj.gpu_kit bench                  # here: the Auto-J test file from ../shared/data (the eval step)
 
 The device image (LOG, sessions 8 and 12: Python 3.12.3, torch 2.11.0+cu130, transformers 5.17.0, accelerate 1.15.0,
 pandas 3.0.6, matplotlib, pyarrow; no network) is modelled as the closure pip resolves for those roots
@@ -50,6 +51,11 @@ DEVICE_BUDGET_S = 900  # device time a session is lent (ENVIRONMENT.md), every c
 CALL_LIMIT_S = 600  # the most one device call may run
 # SmolLM2's config and tokenizer without its weights: scripts/speed/rl_step.py builds its random 1.2 B model from them
 TOKENIZER_DIR = KIT_DIR / "tokenizer"
+# a real benchmark file for the run's Auto-J evaluation: the ../shared beside a checkout does not travel to the device,
+# so the kit copies it (unchanged, ignored, never committed) into a folder the run calls carry
+SHARED_DATA = ROOT.parent / "shared" / "data"
+BENCH_DIR = KIT_DIR / "data"
+BENCH_FILES = ("auto-j/testdata_pairwise.jsonl",)
 WEIGHT_SUFFIXES = (".safetensors", ".bin", ".gguf", ".pt", ".pth")
 # after the install, scripts/gpu_device_run.sh in two calls, the largest risk first; the second call reuses the
 # first's prepared models and data from WORK (under /tmp, kept while the machine is warm)
@@ -361,7 +367,7 @@ def call_plan(manifest: dict, checkout: int, carry_dir: str = ".cache/gpu_kit/pa
     return calls
 
 
-def print_plan(manifest: dict, checkout: int, tokenizer: Path = TOKENIZER_DIR) -> None:
+def print_plan(manifest: dict, checkout: int, tokenizer: Path = TOKENIZER_DIR, bench: Path = BENCH_DIR) -> None:
     calls = call_plan(manifest, checkout)
     mb = 1e6
     print(f"kit: {len(manifest['wheels'])} wheels, {manifest['tar_bytes'] / mb:.1f} MB in {len(calls)} parts of at "
@@ -370,9 +376,15 @@ def print_plan(manifest: dict, checkout: int, tokenizer: Path = TOKENIZER_DIR) -
     for call in calls:
         print(f"  call {call['call']:>2}: {call['call_bytes'] / mb:5.1f} MB ({call['carry'][1]}, {MANIFEST}, checkout)"
               f" -> bash scripts/gpu_kit_install.sh {call['then']}")
-    tokenizer_bytes = sum(f.stat().st_size for f in tokenizer.glob("*") if f.is_file()) if tokenizer.is_dir() else 0
-    carry = (f"{tokenizer.relative_to(ROOT)} ({tokenizer_bytes / mb:.1f} MB) and the checkout" if tokenizer_bytes
-             else f"the checkout (no {tokenizer}: the trl step is skipped; python -m thinkj.gpu_kit tokenizer makes it)")
+    carried, missing = [], []
+    for folder, without, make in ((tokenizer, "the trl step is skipped", "tokenizer"),
+                                  (bench, "the Auto-J evaluation is skipped", "bench")):
+        size = _folder_bytes(folder)
+        if size:
+            carried.append(f"{folder.relative_to(ROOT) if folder.is_relative_to(ROOT) else folder} ({size / mb:.1f} MB)")
+        else:
+            missing.append(f"no {folder}: {without} (python -m thinkj.gpu_kit {make} makes it)")
+    carry = " and ".join(carried + ["the checkout"]) + "".join(f"; {m}" for m in missing)
     for index, (steps, limit) in enumerate(RUN_CALLS, len(calls) + 1):
         print(f"  call {index:>2}: {carry}, timeout_s {limit} -> {RUN_ENV} STEPS=\"{steps}\" "
               f"bash scripts/gpu_device_run.sh")
@@ -399,6 +411,25 @@ def write_tokenizer(source: Path, dest: Path = TOKENIZER_DIR) -> list[str]:
         shutil.copyfile(f, dest / f.name)
     print(f"tokenizer: {len(files)} files, {sum(f.stat().st_size for f in files) / 1e6:.1f} MB, in {dest}", flush=True)
     return [f.name for f in files]
+
+
+def write_bench(shared: Path = SHARED_DATA, dest: Path = BENCH_DIR) -> list[str]:
+    """Copy :data:`BENCH_FILES` unchanged from ``shared`` to ``dest`` (replaced whole), in the same layout."""
+    missing = [name for name in BENCH_FILES if not (shared / name).is_file()]
+    if missing:
+        raise KitError(f"{shared}: no {', '.join(missing)} (the benchmark file the device run's Auto-J step reads)")
+    if dest.exists():
+        shutil.rmtree(dest)
+    for name in BENCH_FILES:
+        (dest / name).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(shared / name, dest / name)
+    size = sum((dest / name).stat().st_size for name in BENCH_FILES)
+    print(f"benchmark data: {len(BENCH_FILES)} file(s), {size / 1e6:.1f} MB, in {dest}", flush=True)
+    return list(BENCH_FILES)
+
+
+def _folder_bytes(folder: Path) -> int:
+    return sum(f.stat().st_size for f in folder.rglob("*") if f.is_file()) if folder.is_dir() else 0
 
 
 # ---------------------------------------------------------------- the device side
@@ -561,16 +592,25 @@ def main(argv: list[str] | None = None) -> int:
     t = sub.add_parser("tokenizer", help="copy SmolLM2's config and tokenizer (no weights) for the trl step")
     t.add_argument("--source", help="a model folder (default: the catalog's smollm2, fetched if missing)")
     t.add_argument("--dest", type=Path, default=TOKENIZER_DIR)
+    d = sub.add_parser("bench", help="copy the Auto-J test file (unchanged) for the run's Auto-J evaluation")
+    d.add_argument("--shared", type=Path, default=SHARED_DATA, help="the shared data folder (default: %(default)s)")
+    d.add_argument("--dest", type=Path, default=BENCH_DIR)
     args = parser.parse_args(argv)
     try:
         if args.command == "build":
             manifest = build(args.kit, part_bytes=int(args.part_mb * 1e6))
             write_tokenizer(smollm2_folder())
+            if all((SHARED_DATA / name).is_file() for name in BENCH_FILES):
+                write_bench()
+            else:
+                print(f"no {SHARED_DATA}: the device run's Auto-J step will be skipped", flush=True)
             print_plan(manifest, checkout_bytes())
         elif args.command == "plan":
             print_plan(read_manifest(args.parts), checkout_bytes())
         elif args.command == "tokenizer":
             write_tokenizer(Path(args.source) if args.source else smollm2_folder(), args.dest)
+        elif args.command == "bench":
+            write_bench(args.shared, args.dest)
         elif args.command == "stash":
             stash(args.parts, args.dest)
         else:
