@@ -1,13 +1,15 @@
 #!/usr/bin/env bash
 # What a session lent one GPU runs after the GPU kit is installed (bash scripts/gpu_kit_install.sh install): the
 # engines that have never run on a GPU, each on the tiny model made on the spot, each under its own timeout, every
-# output under $OUT/<step>. One line per step: PASS / FAIL, seconds, where its log is. NOT YET RUN ON A GPU.
+# output under $RUNS/<step>. One line per step: PASS / FAIL, seconds, where its log is, then its key lines; all of
+# them also in $OUT/summary.txt, and the logs in $OUT/logs.tar.gz (a device call returns 8 files at most). NOT YET
+# RUN ON A GPU.
 #
 #   DRY_RUN=1 bash scripts/gpu_device_run.sh          # here: print each step's command, run nothing (tests do this)
 #   OUT=$OUT bash scripts/gpu_device_run.sh           # there, after the kit's install call (python -m
 #                                                     # thinkj.gpu_kit plan: the two calls it takes, with STEPS)
 #   STEPS="verl eval" OUT=$OUT bash scripts/gpu_device_run.sh   # a subset
-#   DEVICE=cpu KIT_ENV= PYTHON=.venv/bin/python OUT=/tmp/rehearsal bash scripts/gpu_device_run.sh
+#   DEVICE=cpu KIT_ENV= PYTHON=.venv/bin/python RUNS=/tmp/rehearsal bash scripts/gpu_device_run.sh
 #                                                     # here: the same steps on the CPU with the project's venv (no
 #                                                     # DeepSpeed, fp32, the tiny model in the trl step)
 #
@@ -29,7 +31,8 @@
 #   dpo    thinkj train dpo dpo with DeepSpeed ZeRO-3, 3 steps
 # Each PASS / FAIL line gives the step's seconds and, on a GPU, its peak GPU memory (nvidia-smi, every 0.5 s).
 #
-# Settings: OUT [/tmp/gpu_run]; WORK [$OUT/work: prep's models and data, which later steps read]; KIT_ENV
+# Settings: RUNS [/tmp/gpu_run: every step's outputs]; OUT [$RUNS/report: summary.txt and logs.tar.gz]; WORK
+# [$RUNS/work: prep's models and data, which later steps read]; KIT_ENV
 # [/tmp/gpu_kit/gpu_kit.env; empty: PYTHON has the packages already]; DEVICE [gpu | cpu: the rehearsal]; PYTHON
 # [python3]; STEPS [prep verl eval trl sft dpo]; STEP_TIMEOUT [each step's own: env 60, prep 90, verl 240, verl-merge 60,
 # eval-* 150, trl 200, sft 120, dpo 120 s; set: the same for all]; SHARED_DATA [shared/data, else
@@ -38,7 +41,8 @@
 # gpu_kit.sh writes; the trl step on a GPU is skipped without one]. Exit status: the number of failed steps.
 set -uo pipefail
 cd "$(dirname "$0")/.."
-OUT=${OUT:-/tmp/gpu_run}
+RUNS=${RUNS:-/tmp/gpu_run}
+OUT=${OUT:-$RUNS/report}
 KIT_ENV=${KIT_ENV-/tmp/gpu_kit/gpu_kit.env}
 PY=${PYTHON:-python3}
 STEPS=${STEPS:-prep verl eval trl sft dpo}
@@ -50,42 +54,76 @@ TOKENIZER=${TOKENIZER:-$( [ -f .cache/gpu_kit/tokenizer/config.json ] && echo .c
 DRY_RUN=${DRY_RUN:-0}
 DEVICE=${DEVICE:-gpu}
 case "$DEVICE" in gpu|cpu) ;; *) echo "FAIL setup: DEVICE=$DEVICE: gpu or cpu" >&2; exit 1 ;; esac
-W=${WORK:-$OUT/work}
+W=${WORK:-$RUNS/work}
 export TOKENIZERS_PARALLELISM=false HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 WANDB_MODE=disabled \
-       THINKJ_CACHE=$OUT/cache HF_HOME=$OUT/cache/hf VLLM_CACHE_ROOT=$OUT/cache/vllm RAY_TMPDIR=/tmp/ray_gpu_run \
-       MPLCONFIGDIR=$OUT/cache/mpl PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
+       THINKJ_CACHE=$RUNS/cache HF_HOME=$RUNS/cache/hf VLLM_CACHE_ROOT=$RUNS/cache/vllm RAY_TMPDIR=/tmp/ray_gpu_run \
+       MPLCONFIGDIR=$RUNS/cache/mpl PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
 if [ "$DRY_RUN" != 1 ]; then
   if [ -n "$KIT_ENV" ]; then
     [ -f "$KIT_ENV" ] || { echo "FAIL setup: $KIT_ENV missing: install the kit first (scripts/gpu_kit_install.sh)"; exit 1; }
     # shellcheck disable=SC1090
     source "$KIT_ENV"
   fi
-  mkdir -p "$OUT" "$W"
+  mkdir -p "$RUNS" "$W" "$OUT"
 fi
 THINKJ=("$PY" -m thinkj.cli)
 failed=0
 
+# what comes back from a device call is $OUT: at most 8 files (the device tool's limit), so the steps write under
+# RUNS and $OUT keeps two files, remade after every step so that a call cut by its time limit still returns them:
+# summary.txt (every PASS / FAIL / INFO line and each step's key lines) and logs.tar.gz (logs, memory traces,
+# results, metrics; no weights, no caches)
+say() { echo "$*"; [ "$DRY_RUN" = 1 ] || echo "$*" >>"$OUT/summary.txt"; }
+pack() {
+  (cd "$RUNS" && find . \( -path ./cache -o -path ./verl/checkpoints -o -path ./verl-hf -o -path "./${W#"$RUNS"/}" \) -prune \
+     -o -type f \( -name '*.log' -o -name '*.memory' -o -name '*.seconds' -o -name '*.json' -o -name '*.jsonl' \) \
+     -size -8M -print0 | tar --null -czf "$OUT/logs.tar.gz.part" -T - ) && mv "$OUT/logs.tar.gz.part" "$OUT/logs.tar.gz"
+}
+# key lines of a step's log, said after its PASS / FAIL line (the whole log is in logs.tar.gz)
+declare -A SHOW=(
+  [env]='cat "$RUNS/env.log"'
+  [verl]='"$PY" - "$RUNS/verl/logs" <<<"$VERL_METRICS"'
+  [eval-compare]='cat "$RUNS/eval-compare.log"'
+  [trl]='grep -E "^(engine|trl |# )" "$RUNS/trl.log"'
+  [sft]='grep -E "^ +(train_loss|train_runtime|train_samples_per_second) += " "$RUNS/sft.log"'
+  [dpo]='grep -E "^ +(train_loss|train_runtime|train_samples_per_second) += " "$RUNS/dpo.log"')
+VERL_METRICS='
+import json, sys
+from pathlib import Path
+keys = ("timing_s/step", "timing_s/gen", "timing_s/update_actor", "critic/score/mean", "response_length/mean",
+        "perf/max_memory_allocated_gb", "perf/throughput")
+for path in sorted(Path(sys.argv[1]).glob("*/*.jsonl")):
+    for line in path.read_text().splitlines():
+        row = json.loads(line)
+        data = row["data"]
+        print("verl step", row["step"], "; ".join(f"{k} {data[k]:.4g}" for k in keys if k in data))
+'
+
 declare -A LIMIT=([env]=60 [prep]=90 [verl]=240 [verl-merge]=60 [trl]=200 [sft]=120 [dpo]=120)
 
-step() {  # step GROUP NAME COMMAND...: if GROUP is in STEPS, run under its timeout, log to $OUT/NAME.log
+step() {  # step GROUP NAME COMMAND...: if GROUP is in STEPS, run under its timeout, log to $RUNS/NAME.log
   local group=$1 name=$2; shift 2
   case " $STEPS " in *" $group "*) ;; *) return 0 ;; esac
   if [ "$DRY_RUN" = 1 ]; then printf 'DRY %s: %s\n' "$name" "$*"; return 0; fi
   local start=$SECONDS rc=0 limit=${STEP_TIMEOUT:-${LIMIT[$name]:-150}} watcher="" memory=""
   if [ "$DEVICE" = gpu ] && command -v nvidia-smi >/dev/null; then
-    nvidia-smi --query-gpu=memory.used --format=csv,noheader,nounits -lms 500 >"$OUT/$name.memory" 2>/dev/null &
+    nvidia-smi --query-gpu=memory.used --format=csv,noheader,nounits -lms 500 >"$RUNS/$name.memory" 2>/dev/null &
     watcher=$!
   fi
-  timeout --kill-after=20 "$limit" "$@" >"$OUT/$name.log" 2>&1 || rc=$?
+  timeout --kill-after=20 "$limit" "$@" >"$RUNS/$name.log" 2>&1 || rc=$?
   if [ -n "$watcher" ]; then
     kill "$watcher" 2>/dev/null; wait "$watcher" 2>/dev/null
-    memory=", peak GPU memory $(sort -n "$OUT/$name.memory" | tail -n 1) MiB"
+    memory=", peak GPU memory $(sort -n "$RUNS/$name.memory" | tail -n 1) MiB"
   fi
-  echo "$((SECONDS - start))" >"$OUT/$name.seconds"
-  if [ "$rc" = 0 ]; then echo "PASS $name: $((SECONDS - start)) s$memory ($OUT/$name.log)"
-  else echo "FAIL $name: exit $rc after $((SECONDS - start)) s (limit $limit s)$memory ($OUT/$name.log):" \
-            "$(tail -n 3 "$OUT/$name.log" | tr '\n' ' ' | cut -c1-300)"
+  echo "$((SECONDS - start))" >"$RUNS/$name.seconds"
+  if [ "$rc" = 0 ]; then say "PASS $name: $((SECONDS - start)) s$memory ($RUNS/$name.log)"
+  else say "FAIL $name: exit $rc after $((SECONDS - start)) s (limit $limit s)$memory ($RUNS/$name.log):" \
+           "$(tail -n 3 "$RUNS/$name.log" | tr '\n' ' ' | cut -c1-300)"
        failed=$((failed + 1)); fi
+  if [ -n "${SHOW[$name]:-}" ]; then
+    eval "${SHOW[$name]}" 2>/dev/null | cut -c1-400 | while IFS= read -r line; do say "  $line"; done
+  fi
+  pack
 }
 
 # what the machine offers that the engines take for granted: the GPU, Triton (torch.compile in verl's actor, some of
@@ -167,10 +205,10 @@ NO_COMPILE=()
 if [ -f "$W/triton.failed" ]; then
   NO_COMPILE=(actor_rollout_ref.actor.use_torch_compile=False actor_rollout_ref.actor.fsdp_config.use_torch_compile=False
               actor_rollout_ref.ref.fsdp_config.use_torch_compile=False)
-  echo "INFO verl: torch.compile off, Triton could not build a kernel here ($(head -c 200 "$W/triton.failed"))"
+  say "INFO verl: torch.compile off, Triton could not build a kernel here ($(head -c 200 "$W/triton.failed"))"
 fi
 step verl verl "${THINKJ[@]}" train rl --engine verl --device "$DEVICE" --algo grpo --model "$W/judge" \
-  --data "$W/rl.parquet" --val-data "$W/val.parquet" --out "$OUT/verl" --nnodes 1 --gpus-per-node 1 \
+  --data "$W/rl.parquet" --val-data "$W/val.parquet" --out "$RUNS/verl" --nnodes 1 --gpus-per-node 1 \
   trainer.total_training_steps=3 data.train_batch_size=8 actor_rollout_ref.actor.ppo_mini_batch_size=8 \
   actor_rollout_ref.rollout.n=4 actor_rollout_ref.rollout.tensor_model_parallel_size=1 \
   actor_rollout_ref.rollout.enforce_eager=True actor_rollout_ref.rollout.gpu_memory_utilization=0.3 \
@@ -180,31 +218,31 @@ step verl verl "${THINKJ[@]}" train rl --engine verl --device "$DEVICE" --algo g
 # nothing else runs Ray; here, other tests may, so the CPU rehearsal leaves Ray alone)
 case " $STEPS " in *" verl "*)
   if [ "$DRY_RUN" != 1 ] && [ "$DEVICE" = gpu ] && command -v ray >/dev/null; then
-    ray stop --force >"$OUT/ray-stop.log" 2>&1 || true
+    ray stop --force >"$RUNS/ray-stop.log" 2>&1 || true
   fi ;;
 esac
 step verl verl-merge env PYTHON="$PY" bash scripts/merge_verl_checkpoint.sh \
-  "$OUT/verl/checkpoints/global_step_3/actor" "$OUT/verl-hf"
+  "$RUNS/verl/checkpoints/global_step_3/actor" "$RUNS/verl-hf"
 
 # the merged verl model where the merge wrote one, so the evaluation also shows that it loads in both backends
 EVAL_MODEL=$W/judge
-[ -f "$OUT/verl-hf/config.json" ] && EVAL_MODEL=$OUT/verl-hf
-case " $STEPS " in *" eval "*) [ "$DRY_RUN" = 1 ] || echo "INFO eval: model $EVAL_MODEL" ;; esac
+[ -f "$RUNS/verl-hf/config.json" ] && EVAL_MODEL=$RUNS/verl-hf
+case " $STEPS " in *" eval "*) [ "$DRY_RUN" = 1 ] || say "INFO eval: model $EVAL_MODEL" ;; esac
 EVALS=(synthetic)
 for backend in hf vllm; do
   # vLLM's default on a GPU compiles the model (torch.compile, Triton) for CUDA graphs: eager where Triton cannot
   extra=()
   [ "$backend" = vllm ] && [ -f "$W/triton.failed" ] && extra=(--backend-arg enforce_eager=true)
   step eval "eval-$backend" "${THINKJ[@]}" eval run synthetic --model "$EVAL_MODEL" --backend "$backend" \
-    --data "$W/heldout.jsonl" --out "$OUT/eval-$backend" --max-new-tokens 96 --profile tiny "${extra[@]}"
+    --data "$W/heldout.jsonl" --out "$RUNS/eval-$backend" --max-new-tokens 96 --profile tiny "${extra[@]}"
   if [ -n "$SHARED_DATA" ]; then
     EVALS=(synthetic autoj)
     step eval "autoj-$backend" "${THINKJ[@]}" eval run autoj --model "$EVAL_MODEL" --backend "$backend" \
-      --data "$SHARED_DATA/auto-j" --limit 40 --out "$OUT/autoj-$backend" --max-new-tokens 96 --profile tiny \
+      --data "$SHARED_DATA/auto-j" --limit 40 --out "$RUNS/autoj-$backend" --max-new-tokens 96 --profile tiny \
       "${extra[@]}"
   fi
 done
-step eval eval-compare "$PY" - "$OUT" "${EVALS[@]}" <<'EOF'
+step eval eval-compare "$PY" - "$RUNS" "${EVALS[@]}" <<'EOF'
 import json
 import sys
 from pathlib import Path
@@ -232,19 +270,19 @@ EOF
 # ran out of GPU memory on an H200 at 8 x 8 x 512), so the first row survives the second's failure
 if [ "$DEVICE" = cpu ]; then
   step trl trl "$PY" scripts/speed/rl_step.py --engines trl --settings gpu_hf,gpu_before --model tiny --device cpu \
-    --generations 4 --prompts 2 --max-completion 32 --micro-batch 4 --steps 2 --json "$OUT/trl.json"
+    --generations 4 --prompts 2 --max-completion 32 --micro-batch 4 --steps 2 --json "$RUNS/trl.json"
 elif [ -n "$TOKENIZER" ] || [ "$DRY_RUN" = 1 ]; then
   step trl trl "$PY" scripts/speed/rl_step.py --engines trl --settings gpu_hf,gpu_before --model random-1.2b \
     --tokenizer "${TOKENIZER:-SMOLLM2_FOLDER}" --device gpu --generations 8 --prompts 8 --max-completion 512 \
-    --steps 2 --json "$OUT/trl.json"
+    --steps 2 --json "$RUNS/trl.json"
 else
-  echo "SKIP trl: TOKENIZER (a SmolLM2 folder for rl_step.py --tokenizer) not set"
+  say "SKIP trl: TOKENIZER (a SmolLM2 folder for rl_step.py --tokenizer) not set"
 fi
 
 LF_STEPS=(max_steps=3 per_device_train_batch_size=2 gradient_accumulation_steps=1 save_strategy=no logging_steps=1
           cutoff_len=1024 plot_loss=false "model_name_or_path=$W/tiny" "dataset_dir=$W/lf")
 [ "$DEVICE" = gpu ] && LF_STEPS+=(deepspeed=configs/deepspeed/ds_z3_config.json bf16=true)
-step sft sft "${THINKJ[@]}" train sft judge_sft --model tiny --device "$DEVICE" --run-dir "$OUT/lf" "${LF_STEPS[@]}"
-step dpo dpo "${THINKJ[@]}" train dpo dpo --model tiny --device "$DEVICE" --run-dir "$OUT/lf" "${LF_STEPS[@]}"
-[ "$DRY_RUN" = 1 ] || echo "$([ "$failed" = 0 ] && echo PASS || echo FAIL) total: $failed failed steps"
+step sft sft "${THINKJ[@]}" train sft judge_sft --model tiny --device "$DEVICE" --run-dir "$RUNS/lf" "${LF_STEPS[@]}"
+step dpo dpo "${THINKJ[@]}" train dpo dpo --model tiny --device "$DEVICE" --run-dir "$RUNS/lf" "${LF_STEPS[@]}"
+[ "$DRY_RUN" = 1 ] || say "$([ "$failed" = 0 ] && echo PASS || echo FAIL) total: $failed failed steps"
 exit "$failed"

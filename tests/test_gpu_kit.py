@@ -196,3 +196,23 @@ def test_bench_copy_is_the_shared_file_unchanged_and_the_run_reads_it_there(tmp_
     assert "--data .cache/gpu_kit/data/auto-j --limit 40" in dry({})
     assert _steps(dry({})) == ["eval-hf", "autoj-hf", "eval-vllm", "autoj-vllm", "eval-compare"]
     assert "autoj" not in dry({"SHARED_DATA": ""})
+
+
+def test_device_run_reports_in_two_files_remade_after_every_step(tmp_path):
+    """A device call returns at most 8 files of $OUT: the run keeps its outputs under RUNS and $OUT holds only
+    summary.txt and logs.tar.gz, remade after each step (here every step fails at once: PYTHON is `false`)."""
+    import subprocess
+    import tarfile
+
+    runs, out = tmp_path / "runs", tmp_path / "out"
+    run = subprocess.run(["bash", str(gpu_kit.ROOT / "scripts" / "gpu_device_run.sh")], capture_output=True, text=True,
+                         timeout=60, env={"PATH": "/usr/bin:/bin", "DEVICE": "cpu", "KIT_ENV": "", "PYTHON": "false",
+                                          "STEPS": "prep", "RUNS": str(runs), "OUT": str(out), "SHARED_DATA": ""})
+    assert run.returncode == 3, run.stdout + run.stderr  # env, prep, prep-parquet
+    assert sorted(p.name for p in out.iterdir()) == ["logs.tar.gz", "summary.txt"]
+    summary = (out / "summary.txt").read_text()
+    assert summary == run.stdout
+    assert [line.split(":")[0] for line in summary.splitlines()] == [
+        "FAIL env", "FAIL prep", "FAIL prep-parquet", "FAIL total"]
+    with tarfile.open(out / "logs.tar.gz") as archive:
+        assert {"./env.log", "./prep.log", "./prep-parquet.log", "./env.seconds"} <= set(archive.getnames())

@@ -391,8 +391,9 @@ def print_plan(manifest: dict, checkout: int, tokenizer: Path = TOKENIZER_DIR, b
     transfer = COLD_START_S + WARM_CALL_S * (len(calls) - 1)
     print(f"device time: about {transfer} s for the transfer (cold start {COLD_START_S} s, then {WARM_CALL_S} s a warm "
           f"call) plus the gaps between calls and the install; the run calls get what is left of "
-          f"{DEVICE_BUDGET_S} s, at most {CALL_LIMIT_S} s each. Calls must follow each other before the idle "
-          f"release; where too little is left for the second run call, the first call's steps are the ones to keep")
+          f"{DEVICE_BUDGET_S} s, at most {CALL_LIMIT_S} s each, and each returns $OUT/summary.txt and "
+          f"$OUT/logs.tar.gz. Calls must follow each other before the idle release; where too little is left for "
+          f"the second run call, the first call's steps are the ones to keep")
     for stack in STACKS:
         names = [w for w in manifest.get("stack_of", {}) if stack in manifest["stack_of"][w]]
         size = sum(w["bytes"] for w in manifest["wheels"] if _name(w["file"].split("-")[0]) in names)
