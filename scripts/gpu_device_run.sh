@@ -55,7 +55,8 @@ DRY_RUN=${DRY_RUN:-0}
 DEVICE=${DEVICE:-gpu}
 case "$DEVICE" in gpu|cpu) ;; *) echo "FAIL setup: DEVICE=$DEVICE: gpu or cpu" >&2; exit 1 ;; esac
 W=${WORK:-$RUNS/work}
-export TOKENIZERS_PARALLELISM=false HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 WANDB_MODE=disabled \
+# PYTHONUNBUFFERED: a step killed at its time limit keeps in its log what it printed (SIGTERM ends Python unflushed)
+export PYTHONUNBUFFERED=1 TOKENIZERS_PARALLELISM=false HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 WANDB_MODE=disabled \
        THINKJ_CACHE=$RUNS/cache HF_HOME=$RUNS/cache/hf VLLM_CACHE_ROOT=$RUNS/cache/vllm RAY_TMPDIR=/tmp/ray_gpu_run \
        MPLCONFIGDIR=$RUNS/cache/mpl PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
 if [ "$DRY_RUN" != 1 ]; then

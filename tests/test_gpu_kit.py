@@ -216,3 +216,23 @@ def test_device_run_reports_in_two_files_remade_after_every_step(tmp_path):
         "FAIL env", "FAIL prep", "FAIL prep-parquet", "FAIL total"]
     with tarfile.open(out / "logs.tar.gz") as archive:
         assert {"./env.log", "./prep.log", "./prep-parquet.log", "./env.seconds"} <= set(archive.getnames())
+
+
+def test_a_step_killed_at_its_time_limit_keeps_what_it_printed(tmp_path):
+    """Python buffers stdout written to a file, and SIGTERM ends it without a flush: the run sets PYTHONUNBUFFERED so
+    the log of a step cut by its timeout still shows how far it got."""
+    import subprocess
+    import tarfile
+
+    slow = tmp_path / "slow_python"
+    slow.write_text("#!/bin/bash\nexec python3 -c \"print('got this far'); import time; time.sleep(60)\"\n")
+    slow.chmod(0o755)
+    runs, out = tmp_path / "runs", tmp_path / "out"
+    run = subprocess.run(["bash", str(gpu_kit.ROOT / "scripts" / "gpu_device_run.sh")], capture_output=True, text=True,
+                         timeout=60, env={"PATH": "/usr/bin:/bin", "DEVICE": "cpu", "KIT_ENV": "", "PYTHON": str(slow),
+                                          "STEPS": "prep", "STEP_TIMEOUT": "2", "RUNS": str(runs), "OUT": str(out),
+                                          "SHARED_DATA": ""})
+    assert run.stdout.startswith("FAIL env: exit 124 after 2 s (limit 2 s)"), run.stdout
+    assert "got this far" in (runs / "env.log").read_text()
+    with tarfile.open(out / "logs.tar.gz") as archive:
+        assert b"got this far" in archive.extractfile("./env.log").read()
