@@ -60,6 +60,9 @@ def test_call_plan_fits_each_call(tmp_path):
     count = len(manifest["parts"])  # the tar frames the wheel: 30,000 bytes become 30,720 or more
     assert count >= 4 and [c["call"] for c in calls] == list(range(1, count + 1))
     assert [c["then"] for c in calls] == ["stash"] * (count - 1) + ["install"]
+    # every call has its own limit, and the install's covers its import checks
+    assert [c["timeout_s"] for c in calls] == [gpu_kit.STASH_LIMIT_S] * (count - 1) + [gpu_kit.INSTALL_LIMIT_S]
+    assert gpu_kit.IMPORT_LIMIT_S < gpu_kit.INSTALL_LIMIT_S <= gpu_kit.CALL_LIMIT_S
     assert all(c["part_bytes"] <= 10_000 and c["call_bytes"] <= gpu_kit.CALL_BYTES for c in calls)
     assert sum(c["part_bytes"] for c in calls) == manifest["tar_bytes"]
     assert all(c["carry"][0].endswith("kit.json") and c["carry"][1].endswith(f"part-0{c['call']}") for c in calls)

@@ -49,6 +49,10 @@ PLATFORMS = ("manylinux_2_28_x86_64", "manylinux_2_27_x86_64", "manylinux_2_24_x
 COLD_START_S, WARM_CALL_S = 60, 6
 DEVICE_BUDGET_S = 900  # device time a session is lent (ENVIRONMENT.md), every call and idle gap included
 CALL_LIMIT_S = 600  # the most one device call may run
+# each transfer call's own timeout_s, so that a hang costs minutes, not the session: a stash copies one part (seconds);
+# the install took 151 s on this 2-core machine (LOG, session 19), the import checks side by side, each under
+# IMPORT_LIMIT_S (vllm alone took 48 s here)
+STASH_LIMIT_S, INSTALL_LIMIT_S, IMPORT_LIMIT_S = 60, 300, 240
 # SmolLM2's config and tokenizer without its weights: scripts/speed/rl_step.py builds its random 1.2 B model from them
 TOKENIZER_DIR = KIT_DIR / "tokenizer"
 # a real benchmark file for the run's Auto-J evaluation: the ../shared beside a checkout does not travel to the device,
@@ -363,7 +367,8 @@ def call_plan(manifest: dict, checkout: int, carry_dir: str = ".cache/gpu_kit/pa
             raise KitError(f"{part['file']}: a call would carry {carried} bytes, over the {CALL_BYTES} a call allows")
         calls.append({"call": index, "carry": [f"{carry_dir}/{MANIFEST}", f"{carry_dir}/{part['file']}"],
                       "part_bytes": part["bytes"], "call_bytes": carried,
-                      "then": "install" if index == len(manifest["parts"]) else "stash"})
+                      "then": "install" if index == len(manifest["parts"]) else "stash",
+                      "timeout_s": INSTALL_LIMIT_S if index == len(manifest["parts"]) else STASH_LIMIT_S})
     return calls
 
 
@@ -375,7 +380,7 @@ def print_plan(manifest: dict, checkout: int, tokenizer: Path = TOKENIZER_DIR, b
           f"{CALL_BYTES / 2**20:.0f} MiB")
     for call in calls:
         print(f"  call {call['call']:>2}: {call['call_bytes'] / mb:5.1f} MB ({call['carry'][1]}, {MANIFEST}, checkout)"
-              f" -> bash scripts/gpu_kit_install.sh {call['then']}")
+              f", timeout_s {call['timeout_s']} -> bash scripts/gpu_kit_install.sh {call['then']}")
     carried, missing = [], []
     for folder, without, make in ((tokenizer, "the trl step is skipped", "tokenizer"),
                                   (bench, "the Auto-J evaluation is skipped", "bench")):
@@ -524,7 +529,7 @@ def install_and_check(parts: Path, site: Path, python: str = sys.executable) -> 
     left_out = set(manifest.get("left_out", {}))
     # each check is its own interpreter: run side by side on the device's cores, reported in the table's order
     with ThreadPoolExecutor(max_workers=min(len(IMPORT_CHECKS), os.cpu_count() or 1)) as pool:
-        results = pool.map(lambda check: probe(check[2], env, python), IMPORT_CHECKS)
+        results = pool.map(lambda check: probe(check[2], env, python, IMPORT_LIMIT_S), IMPORT_CHECKS)
         for (package, stack, _), result in zip(IMPORT_CHECKS, results):
             strays = sorted(left_out & {_name(d) for d in result["dists"]})
             ok = result["error"] is None
