@@ -87,10 +87,20 @@ def test_selection_stops_at_left_out_and_keeps_over_image(monkeypatch):
                        _item("transformers", "5.5.4", ["numpy"]), _item("numpy", "2.3.5"),
                        _item("extra-dep", "1"), _item("win-dep", "1")]}
     image = {"install": [_item("transformers", "5.17.0"), _item("numpy", "2.5.5")]}
-    selection = gpu_kit.select(kit, image)
+    selection = gpu_kit.select(kit, image, observed={"transformers", "numpy"})
     assert selection.wheels == {"engine": "1", "transformers": "5.5.4"}
     assert selection.from_image == {"numpy": "2.3.5"}
     assert selection.left_out == {"kernels": "not on this path"}
+    # a package the image's resolution names but the image is not seen to hold is carried (pydantic, 2026-11-17)
+    assert gpu_kit.select(kit, image, observed={"transformers"}).wheels == {
+        "engine": "1", "transformers": "5.5.4", "numpy": "2.3.5"}
+
+
+def test_device_image_list_is_read_by_name_and_lacks_what_vllm_needs_from_the_kit():
+    image = gpu_kit.read_device_image()
+    assert {"torch", "transformers", "triton", "numpy", "pyarrow", "tensorboard"} <= image
+    assert not {"pydantic", "pydantic-core", "annotated-types", "typing-inspection", "tzdata"} & image
+    assert all(name == gpu_kit._name(name) for name in image)
 
 
 def _dry_run(**settings):

@@ -37,6 +37,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 KIT_DIR = ROOT / ".cache" / "gpu_kit"  # ignored (.cache/): downloads, resolution reports, parts
 CONSTRAINTS = ROOT / "requirements" / "constraints-gpu.txt"
+DEVICE_IMAGE = ROOT / "requirements" / "device-image.txt"  # the image's package names, as the device tool lists them
 DEVICE_DIR = Path("/tmp/gpu_kit")  # /tmp survives between calls while the device machine stays warm
 PART_BYTES = 50_000_000  # at most 50 MB a part: one part and the checkout fit one device call
 CALL_BYTES = 64 * 2**20  # the device tool carries at most 64 MiB a call, the working tree included
@@ -71,7 +72,8 @@ STACKS: dict[str, list[str]] = {
     "verl-vllm-ray": ["vllm", "verl", "ray", "cachetools", "transformers"],  # cachetools: verl's trainer (verl-core)
     "llamafactory-deepspeed": ["llamafactory", "deepspeed", "trl", "peft", "accelerate", "datasets", "transformers"],
 }
-# the image's own packages: pip's closure of these is taken to be installed there (what LOG sessions 8/12 saw)
+# the image's own packages: pip's closure of these, less what DEVICE_IMAGE does not list, is taken to be installed
+# there (what LOG sessions 8/12 saw; the closure names pydantic, which the image lacks)
 IMAGE_ROOTS = ["torch==2.11.0", "transformers==5.17.0", "accelerate==1.15.0", "pandas==3.0.6", "matplotlib", "pyarrow"]
 # carried although the image has them: the stack refuses the image's version
 OVER_IMAGE: dict[str, str] = {
@@ -208,8 +210,19 @@ class Selection:
     left_out: dict[str, str]  # name -> why, for those the resolution brought
 
 
-def select(kit_report: dict, image_report: dict) -> Selection:
-    image = {_name(item["metadata"]["name"]) for item in image_report["install"]}
+def read_device_image(path: Path = DEVICE_IMAGE) -> set[str]:
+    """The image's package names: one a line, ``#`` comments."""
+    names = {_name(line.split("#")[0].strip()) for line in path.read_text().splitlines()}
+    names.discard("")
+    if not names:
+        raise KitError(f"{path}: no package names")
+    return names
+
+
+def select(kit_report: dict, image_report: dict, observed: set[str]) -> Selection:
+    """What the kit carries: each stack's closure, less what both the image's resolution and ``observed`` (the
+    names the image is seen to hold) give, less :data:`LEFT_OUT`, plus :data:`OVER_IMAGE`."""
+    image = {_name(item["metadata"]["name"]) for item in image_report["install"]} & observed
     versions = {_name(item["metadata"]["name"]): item["metadata"]["version"] for item in kit_report["install"]}
     stop = set(LEFT_OUT)
     stack_of: dict[str, list[str]] = {}
@@ -555,9 +568,10 @@ def build(kit: Path = KIT_DIR, python: str | None = None, part_bytes: int = PART
                                  for i in kit_report["install"]) if pins.get(n) not in (None, v)}
     if off_pin:
         raise KitError(f"{CONSTRAINTS}: resolved off its pins: {off_pin}")
-    selection = select(kit_report, image_report)
+    selection = select(kit_report, image_report, read_device_image())
     wheels = download(selection, kit_report, kit / "wheels")
-    meta = {"python": PYTHON, "image_roots": IMAGE_ROOTS, "stack_of": selection.stack_of,
+    meta = {"python": PYTHON, "image_roots": IMAGE_ROOTS, "image_listed": str(DEVICE_IMAGE.relative_to(ROOT)),
+            "stack_of": selection.stack_of,
             "from_image": selection.from_image, "left_out": selection.left_out, "over_image": OVER_IMAGE,
             "env": KIT_ENV}
     return pack(wheels, kit / "parts", part_bytes, meta)
