@@ -11,12 +11,13 @@ into parts that fit the device tool's carry, and their offline install there. ``
 
 The device image (LOG, sessions 8 and 12: Python 3.12.3, torch 2.11.0+cu130, transformers 5.17.0, accelerate 1.15.0,
 pandas 3.0.6, matplotlib, pyarrow; no network) is modelled as the closure pip resolves for those roots
-(:data:`IMAGE_ROOTS`); the kit is the closure of :data:`STACKS` at ``requirements/constraints-gpu.txt``'s pins, minus
-that image, minus what neither stack's import nor a Qwen2/Llama eager engine start needs (:data:`LEFT_OUT`, each
-with its reason), plus the few packages whose image version the stack refuses (:data:`OVER_IMAGE`). Every install is
-``pip install --no-index --no-deps --target SITE``: SITE goes first on PYTHONPATH, so its transformers 5.5.4 shadows
-the image's 5.17.0 and the image's torch is used as it is. Only the standard library is imported at module level:
-the device's ``python3`` runs this file with nothing installed yet.
+(:data:`IMAGE_ROOTS`), less any package the device tool's own list of the image lacks
+(``requirements/device-image.txt``: pydantic, for one); the kit is the closure of :data:`STACKS` at
+``requirements/constraints-gpu.txt``'s pins, minus that image, minus what neither stack's import nor a Qwen2/Llama
+eager engine start needs (:data:`LEFT_OUT`, each with its reason), plus the few packages whose image version the stack
+refuses (:data:`OVER_IMAGE`). Every install is ``pip install --no-index --no-deps --target SITE``: SITE goes first on
+PYTHONPATH, so its transformers 5.5.4 shadows the image's 5.17.0 and the image's torch is used as it is. Only the
+standard library is imported at module level: the device's ``python3`` runs this file with nothing installed yet.
 """
 
 from __future__ import annotations
