@@ -249,3 +249,45 @@ def test_a_step_killed_at_its_time_limit_keeps_what_it_printed(tmp_path):
     assert "got this far" in (runs / "env.log").read_text()
     with tarfile.open(out / "logs.tar.gz") as archive:
         assert b"got this far" in archive.extractfile("./env.log").read()
+
+
+def test_the_first_stash_says_what_the_image_lacks_while_later_calls_can_still_carry_it(tmp_path, capsys):
+    import shutil
+    from importlib.metadata import version
+
+    meta = {"from_image": {"pytest": version("pytest"), "packaging": "0.0.1", "no-such-package": "1.0"}}
+    gpu_kit.pack(fake_wheels(tmp_path / "src", [9000, 9000]), tmp_path / "parts", part_bytes=4096, meta=meta)
+    call = tmp_path / "call"  # what one device call carries: the manifest and one part
+    call.mkdir()
+    shutil.copy(tmp_path / "parts" / gpu_kit.MANIFEST, call)
+    shutil.copy(tmp_path / "parts" / "part-01", call)
+    assert gpu_kit.stash(call, tmp_path / "device") == ["part-01"]
+    first = capsys.readouterr().out
+    assert (f"INFO from the image: 2 of 3 present; absent: ['no-such-package']; other versions than the pins: "
+            f"packaging {version('packaging')} (pin 0.0.1)") in first
+    (call / "part-01").unlink()
+    shutil.copy(tmp_path / "parts" / "part-02", call)
+    assert gpu_kit.stash(call, tmp_path / "device") == ["part-01", "part-02"]
+    assert "INFO from the image" not in capsys.readouterr().out  # said once, in the first call
+
+
+def test_extra_wheels_travel_with_a_part_and_join_the_kit_unless_they_clash(tmp_path):
+    import shutil
+
+    kit_wheels = fake_wheels(tmp_path / "src", [3000, 3000])  # pkg0-1.0, pkg1-1.0
+    gpu_kit.pack(kit_wheels, tmp_path / "parts", part_bytes=4096)
+    call, extra = tmp_path / "call", tmp_path / "extra"
+    call.mkdir()
+    extra.mkdir()
+    shutil.copy(tmp_path / "parts" / gpu_kit.MANIFEST, call)
+    shutil.copy(tmp_path / "parts" / "part-01", call)
+    (extra / "pydantic-2.14.4-py3-none-any.whl").write_bytes(b"wheel")
+    gpu_kit.stash(call, tmp_path / "device", extra)
+    assert (tmp_path / "device" / "extra" / "pydantic-2.14.4-py3-none-any.whl").read_bytes() == b"wheel"
+    joined = gpu_kit.with_extra(kit_wheels, sorted((tmp_path / "device" / "extra").glob("*.whl")))
+    assert [w.name for w in joined] == ["pkg0-1.0-py3-none-any.whl", "pkg1-1.0-py3-none-any.whl",
+                                        "pydantic-2.14.4-py3-none-any.whl"]
+    with pytest.raises(gpu_kit.KitError, match=r"pkg1-2.0-py3-none-any.whl \(the kit has pkg1-1.0"):
+        gpu_kit.with_extra(kit_wheels, [tmp_path / "pkg1-2.0-py3-none-any.whl"])
+    with pytest.raises(gpu_kit.KitError, match="NAME==VERSION"):
+        gpu_kit.fetch_extra(["pydantic"], tmp_path / "x")

@@ -57,6 +57,9 @@ CALL_LIMIT_S = 600  # the most one device call may run
 STASH_LIMIT_S, INSTALL_LIMIT_S, IMPORT_LIMIT_S = 60, 300, 240
 # SmolLM2's config and tokenizer without its weights: scripts/speed/rl_step.py builds its random 1.2 B model from them
 TOKENIZER_DIR = KIT_DIR / "tokenizer"
+# wheels fetched during a device session for what its first call finds the image lacks (python -m thinkj.gpu_kit
+# extra), carried beside the parts in the later calls and installed with the kit
+EXTRA_DIR = KIT_DIR / "extra"
 # a real benchmark file for the run's Auto-J evaluation: the ../shared beside a checkout does not travel to the device,
 # so the kit copies it (unchanged, ignored, never committed) into a folder the run calls carry
 SHARED_DATA = ROOT.parent / "shared" / "data"
@@ -243,14 +246,32 @@ def download(selection: Selection, kit_report: dict, dest: Path) -> list[Path]:
     urls = {_name(i["metadata"]["name"]): i["download_info"]["url"] for i in kit_report["install"]}
     sdists = [n for n in selection.wheels if not urls[n].endswith(".whl")]
     binary = [f"{n}=={v}" for n, v in selection.wheels.items() if n not in sdists]
-    platforms = [arg for p in PLATFORMS for arg in ("--platform", p)]
     pip = [sys.executable, "-m", "pip"]
-    subprocess.run(pip + ["download", "--quiet", "--no-deps", "--only-binary=:all:", "--python-version", PYTHON,
-                          "--implementation", "cp", *platforms, "--dest", str(dest), *binary], check=True)
+    _download_binary(binary, dest)
     if sdists:  # pure-Python sdists (deepspeed, antlr4-python3-runtime): build a py3 wheel here
         subprocess.run(pip + ["wheel", "--quiet", "--no-deps", "--wheel-dir", str(dest),
                               *(f"{n}=={selection.wheels[n]}" for n in sdists)], check=True)
     return [wheel_for(dest, n, v) for n, v in selection.wheels.items()]
+
+
+def _download_binary(specs: list[str], dest: Path) -> None:
+    """``specs`` (``name==version``) as wheels for the device's Python and platform, no dependencies."""
+    platforms = [arg for p in PLATFORMS for arg in ("--platform", p)]
+    subprocess.run([sys.executable, "-m", "pip", "download", "--quiet", "--no-deps", "--only-binary=:all:",
+                    "--python-version", PYTHON, "--implementation", "cp", *platforms, "--dest", str(dest), *specs],
+                   check=True)
+
+
+def fetch_extra(specs: list[str], dest: Path = EXTRA_DIR) -> list[Path]:
+    """Here, during a device session: wheels for what the first call found the image lacks, into ``dest``."""
+    if not all("==" in spec for spec in specs):
+        raise KitError(f"{specs}: give each as NAME==VERSION (the pin is in kit.json's from_image)")
+    dest.mkdir(parents=True, exist_ok=True)
+    _download_binary(specs, dest)
+    wheels = sorted(dest.glob("*.whl"))
+    print(f"extra: {len(wheels)} wheel(s), {sum(w.stat().st_size for w in wheels) / 1e6:.1f} MB, in {dest}; carry "
+          f"{dest.relative_to(ROOT) if dest.is_relative_to(ROOT) else dest} in every later call", flush=True)
+    return wheels
 
 
 def wheel_for(folder: Path, name: str, version: str) -> Path:
@@ -413,6 +434,9 @@ def print_plan(manifest: dict, checkout: int, tokenizer: Path = TOKENIZER_DIR, b
           f"{DEVICE_BUDGET_S} s, at most {CALL_LIMIT_S} s each, and each returns $OUT/summary.txt and "
           f"$OUT/logs.tar.gz. Calls must follow each other before the idle release; where too little is left for "
           f"the second run call, the first call's steps are the ones to keep")
+    print("if call 1's INFO line names packages absent from the image: python -m thinkj.gpu_kit extra NAME==VERSION "
+          "(the pins are in kit.json's from_image) fetches them here into .cache/gpu_kit/extra; add that folder to the "
+          "carry of every later call (the install takes them with the kit)")
     for stack in STACKS:
         names = [w for w in manifest.get("stack_of", {}) if stack in manifest["stack_of"][w]]
         size = sum(w["bytes"] for w in manifest["wheels"] if _name(w["file"].split("-")[0]) in names)
@@ -454,16 +478,23 @@ def _folder_bytes(folder: Path) -> int:
 
 # ---------------------------------------------------------------- the device side
 
-def stash(source: Path, dest: Path = DEVICE_DIR) -> list[str]:
-    """Copy the carried manifest and part(s) to ``dest`` and say which parts ``dest`` holds now."""
+def stash(source: Path, dest: Path = DEVICE_DIR, extra: Path | None = None) -> list[str]:
+    """Copy the carried manifest and part(s) to ``dest`` and say which parts ``dest`` holds now; wheels carried in
+    ``extra`` go to ``dest/extra``."""
     manifest = read_manifest(source)
+    first = not any((dest / p["file"]).is_file() for p in manifest["parts"])
     dest.mkdir(parents=True, exist_ok=True)
     shutil.copyfile(source / MANIFEST, dest / MANIFEST)
     for part in manifest["parts"]:
         if (source / part["file"]).is_file():
             shutil.copyfile(source / part["file"], dest / part["file"])
+    for wheel in sorted(extra.glob("*.whl")) if extra is not None and extra.is_dir() else []:
+        (dest / "extra").mkdir(exist_ok=True)
+        shutil.copyfile(wheel, dest / "extra" / wheel.name)
     have = [p["file"] for p in manifest["parts"] if (dest / p["file"]).is_file()]
     print(f"stash: {dest} holds {len(have)} of {len(manifest['parts'])} parts: {' '.join(have)}", flush=True)
+    if first:  # the first call: what the kit takes from the image, checked while later calls can still carry a wheel
+        print(image_line(manifest, dict(os.environ)), flush=True)
     return have
 
 
@@ -520,6 +551,27 @@ def image_versions(names: dict[str, str], env: dict[str, str], python: str = sys
     return json.loads(run.stdout)
 
 
+def image_line(manifest: dict, env: dict[str, str], python: str = sys.executable) -> str:
+    """One INFO line: how many of the packages the kit takes from the image are there, which are absent, which have
+    another version than the pin."""
+    found = image_versions(manifest.get("from_image", {}), env, python)
+    absent = sorted(n for n, v in found.items() if v is None)
+    differ = sorted(f"{n} {v} (pin {manifest['from_image'][n]})" for n, v in found.items()
+                    if v is not None and v != manifest["from_image"][n])
+    return (f"INFO from the image: {len(found) - len(absent)} of {len(found)} present; absent: {absent or 'none'}; "
+            f"other versions than the pins: {', '.join(differ) or 'none'}")
+
+
+def with_extra(kit: list[Path], extra: list[Path]) -> list[Path]:
+    """The kit's wheels and the extra ones; two versions of one package would stop pip, so that is refused here."""
+    names = {_name(w.name.split("-")[0]): w.name for w in kit}
+    clash = [f"{w.name} (the kit has {names[_name(w.name.split('-')[0])]})" for w in extra
+             if _name(w.name.split("-")[0]) in names]
+    if clash:
+        raise KitError(f"extra wheels the kit already carries: {', '.join(clash)}")
+    return kit + extra
+
+
 def install_and_check(parts: Path, site: Path, python: str = sys.executable) -> int:
     """The device's last call: reassemble, install, report the image's side, import each package. Exit status:
     the number of failed import checks."""
@@ -528,17 +580,16 @@ def install_and_check(parts: Path, site: Path, python: str = sys.executable) -> 
     wheels = reassemble(parts, parts / "wheels")
     print(f"PASS reassemble: {len(manifest['parts'])} parts, {manifest['tar_bytes'] / 1e6:.1f} MB, "
           f"{len(wheels)} wheels, every sha256 as in the manifest ({time.monotonic() - start:.1f} s)", flush=True)
+    extra = sorted((parts / "extra").glob("*.whl"))
+    if extra:
+        print(f"INFO extra: {', '.join(w.name for w in extra)} (carried besides the kit)", flush=True)
+    wheels = with_extra(wheels, extra)
     seconds = install(wheels, site, python)
     print(f"PASS install: {len(wheels)} wheels into {site} ({seconds:.1f} s)", flush=True)
     env = site_env(site)
     (site.parent / "gpu_kit.env").write_text("".join(f"export {k}={v}\n" for k, v in {
         "PYTHONPATH": f"{site}:{ROOT}${{PYTHONPATH:+:$PYTHONPATH}}", "PATH": f"{site}/bin:$PATH", **KIT_ENV}.items()))
-    found = image_versions(manifest.get("from_image", {}), env, python)
-    absent = sorted(n for n, v in found.items() if v is None)
-    differ = sorted(f"{n} {v} (pin {manifest['from_image'][n]})" for n, v in found.items()
-                    if v is not None and v != manifest["from_image"][n])
-    print(f"INFO from the image: {len(found) - len(absent)} of {len(found)} present; absent: {absent or 'none'}; "
-          f"other versions than the pins: {', '.join(differ) or 'none'}", flush=True)
+    print(image_line(manifest, env, python), flush=True)
     failures = 0
     left_out = set(manifest.get("left_out", {}))
     # each check is its own interpreter: run side by side on the device's cores, reported in the table's order
@@ -613,6 +664,9 @@ def main(argv: list[str] | None = None) -> int:
     t = sub.add_parser("tokenizer", help="copy SmolLM2's config and tokenizer (no weights) for the trl step")
     t.add_argument("--source", help="a model folder (default: the catalog's smollm2, fetched if missing)")
     t.add_argument("--dest", type=Path, default=TOKENIZER_DIR)
+    e = sub.add_parser("extra", help="here, mid-session: wheels for what the first device call found the image lacks")
+    e.add_argument("specs", nargs="+", help="NAME==VERSION, each")
+    s.add_argument("--extra", type=Path, default=None, help="a folder of extra wheels carried with the part")
     d = sub.add_parser("bench", help="copy the Auto-J test file (unchanged) for the run's Auto-J evaluation")
     d.add_argument("--shared", type=Path, default=SHARED_DATA, help="the shared data folder (default: %(default)s)")
     d.add_argument("--dest", type=Path, default=BENCH_DIR)
@@ -632,8 +686,10 @@ def main(argv: list[str] | None = None) -> int:
             write_tokenizer(Path(args.source) if args.source else smollm2_folder(), args.dest)
         elif args.command == "bench":
             write_bench(args.shared, args.dest)
+        elif args.command == "extra":
+            fetch_extra(args.specs)
         elif args.command == "stash":
-            stash(args.parts, args.dest)
+            stash(args.parts, args.dest, args.extra)
         else:
             return install_and_check(args.parts, args.site)
     except KitError as err:
