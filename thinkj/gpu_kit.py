@@ -8,6 +8,7 @@ into parts that fit the device tool's carry, and their offline install there. ``
     python -m thinkj.gpu_kit install                # there, last call: reassemble, check sums, install, import
     python -m thinkj.gpu_kit tokenizer              # here: SmolLM2's config and tokenizer, no weights (the trl step)
     python -m thinkj.gpu_kit bench                  # here: the Auto-J test file from ../shared/data (the eval step)
+    python -m thinkj.gpu_kit extra NAME==VERSION    # here, mid-session: a wheel the first call found the image lacks
 
 The device image (LOG, sessions 8 and 12: Python 3.12.3, torch 2.11.0+cu130, transformers 5.17.0, accelerate 1.15.0,
 pandas 3.0.6, matplotlib, pyarrow; no network) is modelled as the closure pip resolves for those roots
