@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# The GPU kit's device half (thinkj/gpu_kit_device.py, through python -m thinkj.gpu_kit), run THERE with the image's python3 and nothing else installed.
+# The GPU kit's device half (thinkj/gpu_kit_device.py, through python -m thinkj.gpu_kit), run THERE with the image's
+# python3 and nothing else installed.
 # Each device call carries .cache/gpu_kit/parts/kit.json and one part-NN (scripts/gpu_kit.sh plan lists them):
 #
 #   bash scripts/gpu_kit_install.sh stash     # calls 1..N-1: copy the carried part to /tmp/gpu_kit, say which it holds;
