@@ -21,7 +21,8 @@ def setup_caches() -> None:
     """Point every library cache at the project's cache folder (only where the user has not chosen one)."""
     root = cache_root()
     for var, sub in (("HF_HOME", "hf"), ("VLLM_CACHE_ROOT", "vllm"), ("MPLCONFIGDIR", "matplotlib"),
-                     ("RAY_TMPDIR", "ray"), ("TRITON_CACHE_DIR", "triton"), ("TORCHINDUCTOR_CACHE_DIR", "inductor")):
+                     ("RAY_TMPDIR", "ray"), ("TRITON_CACHE_DIR", "triton"), ("TORCHINDUCTOR_CACHE_DIR", "inductor"),
+                     ("TORCH_EXTENSIONS_DIR", "torch_extensions")):  # DeepSpeed's JIT ops (its CPU comm op)
         if var not in os.environ:
             path = root / sub
             path.mkdir(parents=True, exist_ok=True)

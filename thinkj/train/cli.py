@@ -10,6 +10,9 @@
         dataset=thinkj_dpo_iter1 dataset_dir=runs/qwen7b/offline/iter_1/data pref_ftx=1.0
     thinkj train rm bt_rm --model llama-3-8b-instruct dataset=thinkj_bt dataset_dir=data/lf
     thinkj train sft judge_sft --model tiny --dry-run          # only write and print the merged config / command
+    # the GPU node's launch on a CPU: torchrun, 2 processes on gloo, the stage's DeepSpeed ZeRO-3 config
+    thinkj train sft judge_sft --model tiny --device cpu --processes 2 model_name_or_path=runs/tiny/model \
+        dataset_dir=runs/cpu/tiny/data/seed_set max_steps=3 --run-dir runs/cpu_ds
 
     # critic-guided DPO pairs (paper §3.2.1), the Sampling baseline, Table 3 baseline datasets: thinkj/offline/cli.py
     thinkj train critic-pairs --judge runs/x/judge_sft --critic runs/x/critic_sft --pairs train.jsonl --out runs/x/offline/iter_1
@@ -34,13 +37,15 @@ from thinkj.train.cli_help import OVERRIDES_HELP as _OVERRIDES_HELP  # noqa: E40
 
 
 def _launch(kind: str, config: str, overrides: list[str] | None, model: str | None, run_dir: Path, name: str | None,
-            device: str, global_batch: int | None, force: bool, dry_run: bool, cpu_bf16: bool = False) -> None:
+            device: str, global_batch: int | None, force: bool, dry_run: bool, cpu_bf16: bool = False,
+            processes: int = 1) -> None:
     from thinkj.checks import check_device, check_range
     from thinkj.paths import run_dir as make_run_dir
     from thinkj.train.config import ConfigError, check_keys, check_values, parse_overrides
     from thinkj.train.launch import run_stage
 
     check_range("--global-batch", global_batch, low=1)
+    check_range("--processes", processes, low=1)
     check_device("--device", device)
     try:
         given = parse_overrides(overrides or [])  # the typed part, checked before the run directory is made
@@ -48,7 +53,7 @@ def _launch(kind: str, config: str, overrides: list[str] | None, model: str | No
         check_values(given, dict.fromkeys(given, "overrides"))
         out = run_stage(kind, config, profile=model, overrides=overrides or [], run_dir=make_run_dir(run_dir),
                         name=name, device=None if device == "auto" else device, global_batch_size=global_batch,
-                        force=force, dry_run=dry_run, cpu_bf16=cpu_bf16)
+                        force=force, dry_run=dry_run, cpu_bf16=cpu_bf16, processes=processes)
     except ConfigError as err:
         raise typer.BadParameter(str(err)) from None
     typer.echo(str(out))
@@ -65,8 +70,12 @@ def _command(kind: str):
                 force: bool = typer.Option(False, help="train again even if the output directory is finished"),
                 dry_run: bool = typer.Option(False, help="write the merged config and print the command only"),
                 cpu_bf16: bool = typer.Option(False, help="on CPU, bf16 autocast where the CPU has native bf16 "
-                                              "(else fp32)")) -> None:
-        _launch(kind, config, overrides, model, run_dir, name, device, global_batch, force, dry_run, cpu_bf16)
+                                              "(else fp32)"),
+                processes: int = typer.Option(1, help="CPU only: N processes under torchrun on gloo, keeping the "
+                                              "config's DeepSpeed stage (the GPU node's launch rehearsed); 1: "
+                                              "in-process, no DeepSpeed")) -> None:
+        _launch(kind, config, overrides, model, run_dir, name, device, global_batch, force, dry_run, cpu_bf16,
+                processes)
 
     command.__doc__ = f"Run a LlamaFactory `{kind}` stage (CPU: in-process; GPU: torchrun + DeepSpeed)."
     return command

@@ -302,23 +302,31 @@ def cpu_has_bf16(cpuinfo: str | None = None) -> bool:
     return True
 
 
-def for_cpu(config: dict[str, Any], *, bf16: bool = False) -> dict[str, Any]:
-    """The same run made CPU-safe: fp32 (or bf16 autocast), no DeepSpeed, no FlashAttention, single process.
+def for_cpu(config: dict[str, Any], *, bf16: bool = False, processes: int = 1) -> dict[str, Any]:
+    """The same run made CPU-safe: fp32 (or bf16 autocast), no FlashAttention; in-process without DeepSpeed, or, with
+    ``processes`` > 1, as on a GPU node: torchrun on gloo, the config's DeepSpeed ZeRO stage kept (DeepSpeed runs on
+    its CPU accelerator).
 
     ``bf16=True`` keeps fp32 master weights and autocasts matmuls to bf16 (LlamaFactory's ``bf16: true``). It is
     honoured only where the CPU has native bf16: measured on a 2-core AVX512-BF16 EPYC, SmolLM2-135M SFT took 8.0 s
     per step of 4 x ~270 tokens against 12.9 s in fp32; without hardware support bf16 is emulated and slower.
-    ``pure_bf16`` (bf16 master weights) stays off: small updates round away. DeepSpeed and flash-attn need CUDA.
+    ``pure_bf16`` (bf16 master weights) stays off: small updates round away. flash-attn needs CUDA.
+    Several processes get no ``use_cpu`` (the launcher hides the GPUs instead): with it transformers builds a ZeRO-3
+    model before the process group is up, and DeepSpeed's batch check then counts one process
+    ("train_batch_size ... 4 != 2 * 1 * 1", seen with 2 processes).
     """
     cfg = dict(config)
     for key in ("fp16", "pure_bf16"):
         if cfg.get(key):
             cfg[key] = False
     cfg["bf16"] = bool(bf16 and cpu_has_bf16())
-    cfg.pop("deepspeed", None)
     if cfg.get("flash_attn") in ("fa2", "fa3"):
         cfg["flash_attn"] = "sdpa"
-    cfg["use_cpu"] = True
+    if processes == 1:
+        cfg.pop("deepspeed", None)
+        cfg["use_cpu"] = True
+    else:
+        cfg.pop("use_cpu", None)
     cfg.setdefault("report_to", "none")
     return cfg
 

@@ -1,6 +1,11 @@
 """Run one LlamaFactory stage: in-process on CPU, or with torchrun + DeepSpeed on GPUs (thinkj.train.lf_launcher).
 
     run_stage("sft", "judge_sft", profile="tiny", overrides=["dataset_dir=..."], run_dir="runs/x")
+    run_stage("sft", "judge_sft", ..., device="cpu", processes=2)   # the GPU launch on a CPU: torchrun, gloo, ZeRO
+
+With ``processes`` > 1 a CPU run takes the GPU node's path (torchrun on our wrapper, the config's DeepSpeed stage
+on DeepSpeed's CPU accelerator, gloo between the processes), so the cluster's launch, ZeRO partitioning and the
+gathered save are rehearsed here (tests/test_lf_deepspeed.py: the same weights as one process).
 
 The stage's outputs (model, logs, the merged config ``train_config.yaml`` and ``thinkj_train.json``) go to
 ``<run_dir>/<name>/``, where ``name`` defaults to the stage YAML's file name. The model and the datasets are
@@ -19,10 +24,12 @@ with it would wait for nodes that never join. ``LF_NNODES`` above 1 needs ``MAST
 from __future__ import annotations
 
 import difflib
+import importlib.util
 import json
 import os
 import shlex
 import shutil
+import socket
 import subprocess
 import sys
 import time
@@ -94,13 +101,18 @@ def _lf_nodes() -> int:
 def plan_stage(kind: str, stage_config: str | os.PathLike, *, profile: str | None = None,
                overrides: Iterable[str] | dict[str, Any] = (), run_dir: str | os.PathLike = "runs/default",
                name: str | None = None, device: str | None = None, global_batch_size: int | None = None,
-               cpu_bf16: bool = False) -> LaunchPlan:
+               cpu_bf16: bool = False, processes: int = 1) -> LaunchPlan:
     """Merge and check the config, pick the output directory and the way to launch; runs nothing.
 
     On CPU the run is fp32 unless ``cpu_bf16`` asks for bf16 autocast and the CPU has native bf16 (``for_cpu``).
+    ``processes`` > 1 (CPU only) launches the GPU node's way, torchrun with that many processes on gloo and the
+    config's DeepSpeed stage: the cluster's launch rehearsed on this machine. On GPUs the process count is
+    ``NPROC_PER_NODE`` or the visible GPUs.
     """
     if kind not in STAGE_KINDS:
         raise ConfigError(f"unknown stage kind {kind!r}; one of {', '.join(STAGE_KINDS)}")
+    if not isinstance(processes, int) or processes < 1:
+        raise ConfigError(f"--processes {processes!r}: must be a whole number >= 1")
     config = build_config(stage_config, profile, overrides)
     if config.get("stage", kind) != kind:
         raise ConfigError(f"{stage_config}: stage is {config['stage']!r} but the command was `thinkj train {kind}`")
@@ -112,25 +124,40 @@ def plan_stage(kind: str, stage_config: str | os.PathLike, *, profile: str | Non
     device = device or detect_device()
     nodes = 1
     if device == "cpu":
-        config = for_cpu(config, bf16=cpu_bf16)
-        world_size = 1
+        config = for_cpu(config, bf16=cpu_bf16, processes=processes)
+        world_size = processes
+    elif processes != 1:
+        raise ConfigError(f"--processes {processes}: CPU only; on GPUs a stage runs one process per visible GPU "
+                          "(NPROC_PER_NODE to choose)")
     else:
         nodes = _lf_nodes()
         world_size = nodes * _gpus_per_node()
     if global_batch_size is not None:
         config = set_global_batch(config, global_batch_size, world_size)
-    if device == "cpu":
+    if device == "cpu" and processes == 1:
         return LaunchPlan(kind, config, output_dir, device, world_size, None, {})
-    env = {k: os.environ[k] for k in DIST_ENV if k in os.environ}
-    env.setdefault("NPROC_PER_NODE", str(_gpus_per_node()))
+    if device == "cpu":
+        # one node of this machine; no GPU seen even where one is; a free port, so that two rehearsals side by side
+        # do not meet in one rendezvous
+        env = {"LF_NNODES": "1", "NPROC_PER_NODE": str(processes), "CUDA_VISIBLE_DEVICES": "",
+               "MASTER_PORT": os.environ.get("MASTER_PORT") or str(_free_port())}
+    else:
+        env = {k: os.environ[k] for k in DIST_ENV if k in os.environ}
+        env.setdefault("NPROC_PER_NODE", str(_gpus_per_node()))
+        env["LF_NNODES"] = str(nodes)
     # torchrun on our wrapper rather than `llamafactory-cli train`: the wrapper applies the TRL import fix in every
     # worker (thinkj/train/lf_launcher.py), then calls LlamaFactory's run_exp exactly as llamafactory-cli does.
-    env["LF_NNODES"] = str(nodes)
     command = [_torchrun(), "--nnodes", env["LF_NNODES"], "--node_rank", env.get("NODE_RANK", "0"),
                "--nproc_per_node", env["NPROC_PER_NODE"], "--master_addr", env.get("MASTER_ADDR", "127.0.0.1"),
                "--master_port", env.get("MASTER_PORT", "29500"), "-m", "thinkj.train.lf_launcher",
                str((output_dir / CONFIG_FILE).resolve())]
     return LaunchPlan(kind, config, output_dir, device, world_size, command, env)
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
 
 
 def _torchrun() -> str:
@@ -175,6 +202,23 @@ def finished_with(output_dir: str | os.PathLike, config: dict[str, Any]) -> bool
     return record is not None and record.get("planned") == _normalised(config)
 
 
+def check_deepspeed(config: dict[str, Any]) -> None:
+    """A config naming a DeepSpeed JSON needs DeepSpeed installed and the JSON readable: said once here, not by every
+    rank of a torchrun in its traceback."""
+    path = config.get("deepspeed")
+    if not path:
+        return
+    if importlib.util.find_spec("deepspeed") is None:
+        raise ConfigError(f"deepspeed={path}: DeepSpeed is not installed in this environment (pip install "
+                          "deepspeed==0.19.8, the pin of requirements/constraints-gpu.txt), or override deepspeed=null")
+    try:
+        document = json.loads(Path(str(path)).read_text(encoding="utf-8"))
+    except (OSError, ValueError) as err:
+        raise ConfigError(f"{path}: not a readable DeepSpeed JSON ({err})") from None
+    if not isinstance(document, dict) or not isinstance(document.get("zero_optimization", {}), dict):
+        raise ConfigError(f"{path}: a DeepSpeed config is a JSON object (zero_optimization an object)")
+
+
 def check_inputs(config: dict[str, Any]) -> None:
     """The model and every dataset the stage names exist: checked before anything in the output folder changes."""
     from thinkj.inference.identity import check_model_source
@@ -183,6 +227,7 @@ def check_inputs(config: dict[str, Any]) -> None:
     if not model:
         raise ConfigError("model_name_or_path is not set (pass --model PROFILE or model_name_or_path=...)")
     check_model_source(str(model), what="model_name_or_path")
+    check_deepspeed(config)
     names = {key: [n.strip() for n in str(config.get(key) or "").split(",") if n.strip()]
              for key in ("dataset", "eval_dataset")}
     if config.get("do_train", True) and not names["dataset"]:
@@ -284,9 +329,10 @@ def run_plan(plan: LaunchPlan, *, force: bool = False, dry_run: bool = False) ->
     work.mkdir(parents=True, exist_ok=True)
     write_json(work / STARTED_FILE, {"planned": planned})
     save_config(config, work / CONFIG_FILE)
+    units = "GPU(s)" if plan.device == "gpu" else "process(es)"
     print(f"[thinkj train] {plan.kind} on {plan.device}: global batch = per_device_train_batch_size "
           f"{config.get('per_device_train_batch_size', 8)} x gradient_accumulation_steps "
-          f"{config.get('gradient_accumulation_steps', 1)} x {plan.world_size} GPU(s) = "
+          f"{config.get('gradient_accumulation_steps', 1)} x {plan.world_size} {units} = "
           f"{global_batch(config, plan.world_size)}", file=sys.stderr)
     print(f"[thinkj train] {plan.shell()}", file=sys.stderr)
     if plan.kind == "rm" and has_tied_embeddings(config["model_name_or_path"]):
@@ -317,8 +363,8 @@ def run_plan(plan: LaunchPlan, *, force: bool = False, dry_run: bool = False) ->
 def run_stage(kind: str, stage_config: str | os.PathLike, *, profile: str | None = None,
               overrides: Iterable[str] | dict[str, Any] = (), run_dir: str | os.PathLike = "runs/default",
               name: str | None = None, device: str | None = None, global_batch_size: int | None = None,
-              force: bool = False, dry_run: bool = False, cpu_bf16: bool = False) -> Path:
+              force: bool = False, dry_run: bool = False, cpu_bf16: bool = False, processes: int = 1) -> Path:
     """Plan and run one stage; returns its output directory (the trained model lives there)."""
     plan = plan_stage(kind, stage_config, profile=profile, overrides=overrides, run_dir=run_dir, name=name,
-                      device=device, global_batch_size=global_batch_size, cpu_bf16=cpu_bf16)
+                      device=device, global_batch_size=global_batch_size, cpu_bf16=cpu_bf16, processes=processes)
     return run_plan(plan, force=force, dry_run=dry_run)
