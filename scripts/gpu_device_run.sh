@@ -10,8 +10,8 @@
 #                                                     # thinkj.gpu_kit plan: the two calls it takes, with STEPS)
 #   STEPS="verl eval" OUT=$OUT bash scripts/gpu_device_run.sh   # a subset
 #   DEVICE=cpu KIT_ENV= PYTHON=.venv/bin/python RUNS=/tmp/rehearsal bash scripts/gpu_device_run.sh
-#                                                     # here: the same steps on the CPU with the project's venv (no
-#                                                     # DeepSpeed, fp32, the tiny model in the trl step)
+#                                                     # here: the same steps on the CPU with the project's venv (fp32,
+#                                                     # ZeRO-3 on 2 CPU processes, the tiny model in the trl step)
 #
 # Steps, in the order they run (the largest risk first, so a device session cut short still has it):
 #   prep   env: Python, torch, the GPU, Triton, the C compiler Triton needs, /dev/shm and /tmp, and one Triton kernel
@@ -27,15 +27,16 @@
 #          shared/data, an Auto-J slice the same way)
 #   trl    TRL GRPO at 1.2 B, 8 prompts x 8 rollouts x 512 tokens: scripts/speed/rl_step.py (random-1.2b),
 #          micro-batches of 8 (gpu_hf) and all 64 in one pass (gpu_before)
-#   sft    thinkj train sft judge_sft with DeepSpeed ZeRO-3 (configs/deepspeed/ds_z3_config.json), 3 steps
-#   dpo    thinkj train dpo dpo with DeepSpeed ZeRO-3, 3 steps
+#   sft    thinkj train sft judge_sft with DeepSpeed ZeRO-3 (configs/deepspeed/ds_z3_config.json), 3 steps (on the
+#          CPU: --processes 2, torchrun on gloo)
+#   dpo    thinkj train dpo dpo with DeepSpeed ZeRO-3, 3 steps (the same)
 # Each PASS / FAIL line gives the step's seconds and, on a GPU, its peak GPU memory (nvidia-smi, every 0.5 s).
 #
 # Settings: RUNS [/tmp/gpu_run: every step's outputs]; OUT [$RUNS/report: summary.txt and logs.tar.gz]; WORK
 # [$RUNS/work: prep's models and data, which later steps read]; KIT_ENV
 # [/tmp/gpu_kit/gpu_kit.env; empty: PYTHON has the packages already]; DEVICE [gpu | cpu: the rehearsal]; PYTHON
 # [python3]; STEPS [prep verl eval trl sft dpo]; STEP_TIMEOUT [each step's own: env 60, prep 90, verl 240, verl-merge 60,
-# eval-* 150, trl 200, sft 120, dpo 120 s; set: the same for all]; SHARED_DATA [shared/data, else
+# eval-* 150, trl 200, sft 120 (240 on the CPU), dpo 120 s; set: the same for all]; SHARED_DATA [shared/data, else
 # .cache/gpu_kit/data (the kit's copy), if present; empty: no Auto-J step]; TOKENIZER
 # [.cache/gpu_kit/tokenizer if present: SmolLM2's config and tokenizer for rl_step.py's random 1.2 B model, which
 # gpu_kit.sh writes; the trl step on a GPU is skipped without one]. Exit status: the number of failed steps.
@@ -101,6 +102,8 @@ for path in sorted(Path(sys.argv[1]).glob("*/*.jsonl")):
 '
 
 declare -A LIMIT=([env]=60 [prep]=90 [verl]=240 [verl-merge]=60 [trl]=200 [sft]=120 [dpo]=120)
+# the CPU rehearsal's sft first compiles DeepSpeed's CPU comm op (about 60 s on 2 cores; 108 s for the step)
+[ "$DEVICE" = cpu ] && LIMIT[sft]=240
 
 step() {  # step GROUP NAME COMMAND...: if GROUP is in STEPS, run under its timeout, log to $RUNS/NAME.log
   local group=$1 name=$2; shift 2
@@ -282,8 +285,13 @@ fi
 
 LF_STEPS=(max_steps=3 per_device_train_batch_size=2 gradient_accumulation_steps=1 save_strategy=no logging_steps=1
           cutoff_len=1024 plot_loss=false "model_name_or_path=$W/tiny" "dataset_dir=$W/lf")
-[ "$DEVICE" = gpu ] && LF_STEPS+=(deepspeed=configs/deepspeed/ds_z3_config.json bf16=true)
-step sft sft "${THINKJ[@]}" train sft judge_sft --model tiny --device "$DEVICE" --run-dir "$RUNS/lf" "${LF_STEPS[@]}"
-step dpo dpo "${THINKJ[@]}" train dpo dpo --model tiny --device "$DEVICE" --run-dir "$RUNS/lf" "${LF_STEPS[@]}"
+# ZeRO-3 on both devices: one process per GPU there, 2 CPU processes on gloo in the rehearsal (DeepSpeed's CPU
+# accelerator, fp32; the launch tests/test_lf_deepspeed.py checks against one process)
+LF_STEPS+=(deepspeed=configs/deepspeed/ds_z3_config.json)
+if [ "$DEVICE" = gpu ]; then LF_STEPS+=(bf16=true); LF_PROCS=(); else LF_PROCS=(--processes 2); fi
+step sft sft "${THINKJ[@]}" train sft judge_sft --model tiny --device "$DEVICE" "${LF_PROCS[@]}" --run-dir "$RUNS/lf" \
+  "${LF_STEPS[@]}"
+step dpo dpo "${THINKJ[@]}" train dpo dpo --model tiny --device "$DEVICE" "${LF_PROCS[@]}" --run-dir "$RUNS/lf" \
+  "${LF_STEPS[@]}"
 [ "$DRY_RUN" = 1 ] || say "$([ "$failed" = 0 ] && echo PASS || echo FAIL) total: $failed failed steps"
 exit "$failed"

@@ -1,7 +1,8 @@
 """scripts/gpu_device_run.sh, the steps a session lent a GPU runs after the kit's install, rehearsed whole with
 DEVICE=cpu on this machine with the project's venv (opt-in: 8-10 minutes on 2 cores): verl GRPO with a checkpoint
 and its merge to Hugging Face, the merged model judged by the hf and vLLM backends (CPU build here), TRL GRPO in two
-batch layouts, LlamaFactory SFT and DPO. What it cannot show: CUDA, DeepSpeed ZeRO-3, the kit's vLLM 0.24 wheel."""
+batch layouts, LlamaFactory SFT and DPO with ZeRO-3 on 2 CPU processes (gloo). What it cannot show: CUDA, NCCL,
+DeepSpeed on a GPU, the kit's vLLM 0.24 wheel."""
 
 from __future__ import annotations
 

@@ -129,10 +129,11 @@ def test_device_run_script_dry_run_lists_every_step_largest_risk_first():
     assert logger == "trainer.logger=[console,file]"
     assert not {"tensorboard", "wandb"} & set(logger.split("=")[1].strip("[]").split(","))
     assert {"tensorboard", "wandb"} <= set(gpu_kit.LEFT_OUT)
-    # the CPU rehearsal: the same steps, on the CPU, without DeepSpeed or bf16, the tiny model in the trl step
+    # the CPU rehearsal: the same steps, on the CPU, without bf16, ZeRO-3 on 2 processes, the tiny model in the trl step
     cpu = _dry_run(DEVICE="cpu")
     assert _steps(cpu) == _steps(gpu)
-    assert "--device gpu" not in cpu and "ds_z3_config" not in cpu and "bf16=true" not in cpu
+    assert "--device gpu" not in cpu and "bf16=true" not in cpu and "--processes" not in gpu
+    assert cpu.count("--device cpu --processes 2") == 2 and cpu.count("ds_z3_config.json") == 2
     assert "--model tiny --device cpu" in cpu and "--engine verl --device cpu" in cpu
     assert _steps(_dry_run(STEPS="trl sft dpo", WORK="/tmp/w")) == ["trl", "sft", "dpo"]
     assert "dataset_dir=/tmp/w/lf" in _dry_run(STEPS="sft", WORK="/tmp/w")

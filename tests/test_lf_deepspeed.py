@@ -125,3 +125,19 @@ def test_processes_are_a_cpu_setting_and_deepspeed_must_be_readable(tmp_path, ti
         check_deepspeed({"deepspeed": str(broken)})
     check_deepspeed({"deepspeed": two.config["deepspeed"]})
     check_deepspeed({"deepspeed": None})
+
+
+@pytest.mark.slow
+def test_a_failed_torchrun_is_one_error_line_and_no_completion_record(tmp_path, tiny_model_dir):
+    """The ranks' own tracebacks are the story; the launcher adds one line (exit 1) and writes no thinkj_train.json.
+    A missing dataset file is refused before launch, so the ranks fail here on a dataset that is not JSON."""
+    folder = tmp_path / "data"
+    write_sft_dataset(folder, "sft", [([{"role": "user", "content": "q"}], "a")])
+    (folder / "sft.json").write_text("{broken")
+    result = subprocess.run([sys.executable, "-m", "thinkj.cli", "train", "sft", "judge_sft", "--model", "tiny",
+                             "--device", "cpu", "--processes", "2", "--run-dir", str(tmp_path / "run"),
+                             f"model_name_or_path={tiny_model_dir}", f"dataset_dir={folder}", "dataset=sft",
+                             "max_steps=1"], capture_output=True, text=True, timeout=300)
+    last = result.stderr.strip().splitlines()[-1]
+    assert result.returncode == 1 and last.startswith("error: `") and "failed with exit code" in last, last
+    assert "rerun the same command" in last and not (tmp_path / "run" / "judge_sft" / "thinkj_train.json").exists()

@@ -40,6 +40,7 @@ from typing import Any
 
 import yaml
 
+from thinkj.errors import StageIncomplete
 from thinkj.fingerprint import file_sha256
 from thinkj.folder_swap import promote, restore, staging_dir
 from thinkj.records import write_json
@@ -349,8 +350,9 @@ def run_plan(plan: LaunchPlan, *, force: bool = False, dry_run: bool = False) ->
         run_exp(config)
     else:
         result = subprocess.run(plan.command, env={**os.environ, **plan.env})
-        if result.returncode != 0:
-            raise RuntimeError(f"`{plan.shell()}` failed with exit code {result.returncode}")
+        if result.returncode != 0:  # each rank's traceback is above; this stage has no completion record
+            raise StageIncomplete(f"`{plan.shell()}` failed with exit code {result.returncode} (the ranks' output is "
+                                  "above); rerun the same command to resume from the last checkpoint")
     if work != out:
         save_config(_moved(config, work, out), work / CONFIG_FILE)  # the paths it will have after the swap
     write_json(work / DONE_FILE, {
