@@ -272,3 +272,19 @@ def test_the_scripted_teacher_serves_only_while_needed_and_stops():
         raise RuntimeError("stage failed")
     with pytest.raises(urllib.error.URLError):
         urllib.request.urlopen(f"{url}/models", timeout=5)
+
+
+def test_lf_processes_puts_the_llamafactory_stages_under_torchrun_on_the_cpu(tmp_path):
+    """``--set lf_processes=2`` on a CPU recipe: judge SFT, critic SFT and offline DPO each get ``--processes 2``
+    (the GPU node's launch, tests/test_lf_deepspeed.py), nothing else does; the default plans none; a GPU run and 0
+    are refused."""
+    tiny, sets = "configs/recipes/tiny-cpu.yaml", ["--set", "learning=both", "--set", "rl_engine=trl"]
+    two = _out([THINKJ, "run", tiny, "--dry-run", *sets, "--set", "lf_processes=2"], _env(tmp_path))
+    assert sum("train sft judge_sft" in line or "train sft critic_sft" in line or "train offline" in line
+               for line in two.splitlines() if "--processes 2" in line) == 3, two
+    assert two.count("--processes") == 3
+    assert "--processes" not in _out([THINKJ, "run", tiny, "--dry-run", *sets], _env(tmp_path))
+    assert _refused([THINKJ, "run", "configs/recipes/qwen2.5-7b.yaml", "--dry-run", "--set", "lf_processes=2"],
+                    tmp_path).startswith("error: LF_PROCESSES=2: a DEVICE=cpu setting")
+    assert _refused([THINKJ, "run", tiny, "--dry-run", "--set", "lf_processes=0"], tmp_path).startswith(
+        "error: LF_PROCESSES='0': must be a whole number >= 1")

@@ -152,6 +152,8 @@ def offline(pairs: Path = typer.Option(..., help="PreferencePair JSONL (training
             device: str = typer.Option("auto", help="auto | cpu | gpu"),
             cpu_bf16: bool = typer.Option(False, help="on CPU, DPO in bf16 autocast where the CPU computes bf16 "
                                                       "natively (as thinkj train sft --cpu-bf16)"),
+            processes: int = typer.Option(1, help="CPU only: DPO as N torchrun processes with its DeepSpeed config "
+                                                  "(as thinkj train dpo --processes)"),
             force: bool = typer.Option(False)) -> None:
     """Iterative critic-guided offline learning: pairs from the current judge, then DPO (+ SFT term), N times."""
     import json
@@ -161,7 +163,8 @@ def offline(pairs: Path = typer.Option(..., help="PreferencePair JSONL (training
     from thinkj.paths import run_dir as make_run_dir
     from thinkj.train.config import check_keys, check_values, parse_overrides
 
-    _check_numbers(limit=limit, max_new_tokens=max_new_tokens, seed=seed, at_least_one=(("--iterations", iterations),))
+    _check_numbers(limit=limit, max_new_tokens=max_new_tokens, seed=seed,
+                   at_least_one=(("--iterations", iterations), ("--processes", processes)))
     check_device("--device", device)
     # parsed and checked now, not after the first round of pairs; the iterations get the parsed dict
     dpo_overrides = parse_overrides(overrides or [], "DPO overrides")
@@ -172,7 +175,7 @@ def offline(pairs: Path = typer.Option(..., help="PreferencePair JSONL (training
     history = run_offline_iterations(
         pairs, judge, critic, make_run_dir(run_dir), iterations=iterations, stage_config=config, profile=model,
         overrides=dpo_overrides, device=None if device == "auto" else device, force=force, cpu_bf16=cpu_bf16,
-        pair_kwargs={"backend": backend, "limit": limit, "orders": _orders(both_orders),
+        processes=processes, pair_kwargs={"backend": backend, "limit": limit, "orders": _orders(both_orders),
                      "max_new_tokens": max_new_tokens, "seed": seed, "backend_kwargs": backend_kwargs})
     typer.echo(json.dumps(history, indent=1))
 

@@ -33,7 +33,7 @@ def run_offline_iterations(pairs: str | Path | list[PreferencePair], init_model:
                            run_dir: str | Path, *, iterations: int = 1, stage_config: str = "dpo",
                            profile: str | None = None, overrides: Iterable[str] | dict[str, Any] = (),
                            device: str | None = None, force: bool = False, cpu_bf16: bool = False,
-                           pair_kwargs: dict[str, Any] | None = None) -> list[dict[str, Any]]:
+                           processes: int = 1, pair_kwargs: dict[str, Any] | None = None) -> list[dict[str, Any]]:
     """Run iterations 1..N; returns one summary per iteration (pairs, model dir)."""
     if iterations < 1:
         raise ThinkJError("iterations must be >= 1")
@@ -49,7 +49,8 @@ def run_offline_iterations(pairs: str | Path | list[PreferencePair], init_model:
                                   f"for why (counts: {data['counts']})")
         # The judge being improved is also DPO's reference model (LlamaFactory copies it when ref_model is unset).
         model = run_stage("dpo", stage_config, profile=profile, run_dir=it, name="model", device=device, force=force,
-                          cpu_bf16=cpu_bf16, overrides={**extra, "model_name_or_path": str(judge), "dataset": DPO_DATASET,
+                          cpu_bf16=cpu_bf16, processes=processes,
+                          overrides={**extra, "model_name_or_path": str(judge), "dataset": DPO_DATASET,
                                      "dataset_dir": str((it / "data").resolve())})
         history.append({"iteration": k, "judge": str(judge), "pairs": data["pairs"], "counts": data["counts"],
                         "model": str(model)})

@@ -55,11 +55,12 @@ def learning_stages(s: Mapping[str, str], w: Where) -> tuple[list[Stage], dict[s
     train, lf_config = w.run / "train", CONFIGS / "llamafactory"
     cpu = ["--device", "cpu"] if s["DEVICE"] == "cpu" else []
     seed_opt, lf_seed = opt("--seed", s["SEED"]), [f"seed={s['SEED']}"] if s["SEED"] else []
-    lf_bf16 = ["--cpu-bf16"] if bf16(s) else []
+    lf_cpu = ["--cpu-bf16"] if bf16(s) else []
+    lf_cpu += ["--processes", s["LF_PROCESSES"]] if s["DEVICE"] == "cpu" and int(s["LF_PROCESSES"] or 1) > 1 else []
     sft_over = _split("SFT_OVERRIDES", s["SFT_OVERRIDES"])
     judge_sft = train / "judge_sft"
     stages = [Stage("judge_sft", ["thinkj", "train", "sft", "judge_sft", "--model", s["MODEL_PROFILE"], "--run-dir",
-                                  str(train), *cpu, *lf_bf16, f"dataset_dir={w.seed}", *lf_seed, *sft_over],
+                                  str(train), *cpu, *lf_cpu, f"dataset_dir={w.seed}", *lf_seed, *sft_over],
                     judge_sft / "thinkj_train.json",
                     inputs={"dataset": w.seed, "profile": w.profile, "config": lf_config / "judge_sft.yaml"})]
     models: dict[str, Path] = {"base": Path(w.hub), "init": judge_sft}
@@ -83,13 +84,13 @@ def learning_stages(s: Mapping[str, str], w: Where) -> tuple[list[Stage], dict[s
             pairs = pool
         stages += [
             Stage("critic_sft", ["thinkj", "train", "sft", "critic_sft", "--model", s["MODEL_PROFILE"], "--run-dir",
-                                 str(train), *cpu, *lf_bf16, f"dataset_dir={critic_data}", *critic_set, *lf_seed,
+                                 str(train), *cpu, *lf_cpu, f"dataset_dir={critic_data}", *critic_set, *lf_seed,
                                  *critic_overrides(s)],
                   critic / "thinkj_train.json",
                   inputs={"dataset": critic_data, "profile": w.profile, "config": lf_config / "critic_sft.yaml"}),
             Stage("offline", ["thinkj", "train", "offline", "--pairs", str(pairs), "--judge", str(judge_sft),
                               "--critic", str(critic), "--iterations", k, "--model", s["MODEL_PROFILE"],
-                              "--run-dir", str(train), "--backend", s["JUDGE_BACKEND"], *cpu, *lf_bf16,
+                              "--run-dir", str(train), "--backend", s["JUDGE_BACKEND"], *cpu, *lf_cpu,
                               *hf_args(s, s["PAIR_BATCH"]), *opt("--limit", s["PAIR_LIMIT"]),
                               *opt("--max-new-tokens", s["PAIR_MAX_NEW_TOKENS"]), *seed_opt, *lf_seed,
                               *_split("DPO_OVERRIDES", s["DPO_OVERRIDES"])],

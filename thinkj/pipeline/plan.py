@@ -31,7 +31,8 @@ from thinkj.pipeline.settings import WEIGHT_SETTINGS
 from thinkj.pipeline.stage import Stage, Where, hf_args, opt
 
 # Settings that change what a stage produces, by stage (a stage also depends on every stage before it).
-# TP, NNODES, GPUS_PER_NODE, DEVICE, TEACHER_KEY_ENV, RUN_DIR and DRY_RUN change how a stage runs, not its result.
+# TP, NNODES, GPUS_PER_NODE, DEVICE, LF_PROCESSES, TEACHER_KEY_ENV, RUN_DIR and DRY_RUN change how a stage runs, not
+# its result (LF_PROCESSES: the same model to 5e-7 of the update, tests/test_lf_deepspeed.py).
 # SEED enters at difficulty, the first seeded stage; every later stage depends on it through that one.
 STAGE_SETTINGS: dict[str, tuple[str, ...]] = {
     "model": ("BUILD_MODEL",),  # the stages a run prepares for itself (thinkj.pipeline.prep), each when asked for
@@ -91,7 +92,7 @@ def validate(s: dict[str, str]) -> None:
     check_learning_settings(s)
     _one_of("DECONTAMINATE", s["DECONTAMINATE"], ("drop", "report"))
     _one_of("REWARD_PRESET", s["REWARD_PRESET"], sorted(PRESETS))
-    for name in ("TP", "NNODES", "GPUS_PER_NODE", "OFFLINE_ITERATIONS", "MAX_NEW_TOKENS"):
+    for name in ("TP", "NNODES", "GPUS_PER_NODE", "OFFLINE_ITERATIONS", "MAX_NEW_TOKENS", "LF_PROCESSES"):
         _positive_int(name, s[name])
     for name in ("SOURCE_LIMIT", "EVAL_LIMIT", "DIFFICULTY_MAX_NEW_TOKENS"):
         if s[name]:
@@ -120,6 +121,9 @@ def validate(s: dict[str, str]) -> None:
         raise ThinkJError(f"W_CON={s['W_CON']!r}: the consistency term needs both orders of a comparison in one step: "
                           "set RL_ALGO=grpo_consistent")
     _one_of("DEVICE", s["DEVICE"], ("gpu", "cpu"))
+    if s["DEVICE"] == "gpu" and int(s["LF_PROCESSES"]) != 1:
+        raise ThinkJError(f"LF_PROCESSES={s['LF_PROCESSES']}: a DEVICE=cpu setting; on GPUs each LlamaFactory stage "
+                          "runs one process per GPU of the node")
     if s["DEVICE"] == "gpu" and int(s["TP"]) > int(s["GPUS_PER_NODE"]):
         raise ThinkJError(f"TP={s['TP']}: more than the node's GPUS_PER_NODE={s['GPUS_PER_NODE']} (the inference "
                           "stages run GPUS_PER_NODE / TP workers of TP GPUs each)")

@@ -130,6 +130,9 @@ SETTINGS: tuple[Setting, ...] = (
                                         "none, every pair trains, as in the paper]"),
     _s("RL_STEPS", "int", "", "RL steps: verl trainer.total_training_steps [the config's epochs], trl --steps "
                               "[thinkj train rl's]"),
+    _s("LF_PROCESSES", "int", "1", "DEVICE=cpu: each LlamaFactory stage (judge / critic SFT, offline DPO) as N "
+                                    "processes under torchrun on gloo with its DeepSpeed config, the GPU node's "
+                                    "launch rehearsed (thinkj train --processes) [1: in-process, no DeepSpeed]"),
     _s("CPU_BF16", "bool", "0", "DEVICE=cpu: bf16 autocast in training (LlamaFactory, TRL) and bf16 weights in hf "
                                 "generation, where the CPU computes bf16 natively (avx512_bf16 / AMX; emulated bf16 "
                                 "is slower than fp32)"),
