@@ -141,3 +141,21 @@ def test_a_failed_torchrun_is_one_error_line_and_no_completion_record(tmp_path, 
     last = result.stderr.strip().splitlines()[-1]
     assert result.returncode == 1 and last.startswith("error: `") and "failed with exit code" in last, last
     assert "rerun the same command" in last and not (tmp_path / "run" / "judge_sft" / "thinkj_train.json").exists()
+
+
+def test_a_finished_stage_is_reused_only_on_as_many_processes(tmp_path, tiny_model_dir):
+    """The same config on 1 and on 2 processes is another global batch (and a ZeRO checkpoint holds one partition per
+    rank): the completion record and the started record name the process count."""
+    from thinkj.records import write_json
+    from thinkj.train.launch import DONE_FILE, STARTED_FILE, _normalised, _resumable, finished_with
+
+    plan = plan_stage("sft", "judge_sft", profile="tiny", run_dir=tmp_path, device="cpu", processes=2,
+                      overrides={"model_name_or_path": str(tiny_model_dir)})
+    plan.output_dir.mkdir(parents=True)
+    planned = _normalised(plan.config)
+    write_json(plan.output_dir / DONE_FILE, {"planned": planned, "world_size": 2})
+    assert finished_with(plan.output_dir, plan.config, 2) and not finished_with(plan.output_dir, plan.config, 4)
+    write_json(plan.output_dir / STARTED_FILE, {"planned": planned, "world_size": 2})
+    assert _resumable(plan.output_dir, plan.config, planned, 2)
+    assert not _resumable(plan.output_dir, plan.config, planned, 3)
+

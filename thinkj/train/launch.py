@@ -197,10 +197,12 @@ def _read_json(path: Path) -> dict[str, Any] | None:
     return document if isinstance(document, dict) else None
 
 
-def finished_with(output_dir: str | os.PathLike, config: dict[str, Any]) -> bool:
-    """Finished, and trained with exactly ``config`` (a run with other settings is stale, not a cache hit)."""
+def finished_with(output_dir: str | os.PathLike, config: dict[str, Any], world_size: int | None = None) -> bool:
+    """Finished, and trained with exactly ``config`` on ``world_size`` processes when given (a run with other
+    settings is stale, not a cache hit: the same config on other GPUs or processes is another global batch)."""
     record = _read_json(Path(output_dir) / DONE_FILE)
-    return record is not None and record.get("planned") == _normalised(config)
+    return record is not None and record.get("planned") == _normalised(config) and \
+        (world_size is None or record.get("world_size") == world_size)
 
 
 def check_deepspeed(config: dict[str, Any]) -> None:
@@ -260,11 +262,12 @@ def check_inputs(config: dict[str, Any]) -> None:
                 raise ConfigError(f"{folder / str(file_name)}: the file of {key} {name!r} does not exist")
 
 
-def _resumable(work: Path, config: dict[str, Any], planned: Any) -> bool:
-    """Whether checkpoints in ``work`` belong to this very run (an interrupted one), so training may resume them."""
+def _resumable(work: Path, config: dict[str, Any], planned: Any, world_size: int) -> bool:
+    """Whether checkpoints in ``work`` belong to this very run (an interrupted one), so training may resume them.
+    On another number of processes they do not: a ZeRO checkpoint holds one partition per rank."""
     started = _read_json(work / STARTED_FILE)
     if started is not None:
-        return started.get("planned") == planned
+        return started.get("planned") == planned and started.get("world_size", world_size) == world_size
     saved = work / CONFIG_FILE  # a run started before STARTED_FILE existed: its merged config says what it was
     if not saved.is_file():
         return True
@@ -296,7 +299,7 @@ def run_plan(plan: LaunchPlan, *, force: bool = False, dry_run: bool = False) ->
     """
     out = plan.output_dir
     restore(out)
-    if not force and finished_with(out, plan.config):
+    if not force and finished_with(out, plan.config, plan.world_size):
         print(f"[thinkj train] {out} is finished with this config ({DONE_FILE}); pass --force to train again",
               file=sys.stderr)
         return out
@@ -304,9 +307,10 @@ def run_plan(plan: LaunchPlan, *, force: bool = False, dry_run: bool = False) ->
     planned = _normalised(plan.config)  # the inputs now: files changed while training are not what it trained on
     work = staging_dir(out) if is_finished(out) else out
     if work != out:
-        if not force and finished_with(work, plan.config):
+        if not force and finished_with(work, plan.config, plan.world_size):
             return promote(work, out)  # the successor had finished; its swap was interrupted
-        print(f"[thinkj train] {out} is finished with {'another config' if not force else 'this config (--force)'}: "
+        print(f"[thinkj train] {out} is finished with "
+              f"{'another config or process count' if not force else 'this config (--force)'}: "
               f"training in {work}, which replaces it when it finishes", file=sys.stderr)
     config = _moved(plan.config, out, work)
     command = [str((work / CONFIG_FILE).resolve()) if a == str((out / CONFIG_FILE).resolve()) else a
@@ -322,13 +326,13 @@ def run_plan(plan: LaunchPlan, *, force: bool = False, dry_run: bool = False) ->
     # Nothing was changed on disk before this line.
     if force and work != out:
         shutil.rmtree(work, ignore_errors=True)
-    if force or not _resumable(work, config, planned):
+    if force or not _resumable(work, config, planned, plan.world_size):
         for checkpoint in work.glob("checkpoint-*"):  # another config's: resuming them would mix two runs
             shutil.rmtree(checkpoint, ignore_errors=True)
         (work / DONE_FILE).unlink(missing_ok=True)
         config["overwrite_output_dir"] = True
     work.mkdir(parents=True, exist_ok=True)
-    write_json(work / STARTED_FILE, {"planned": planned})
+    write_json(work / STARTED_FILE, {"planned": planned, "world_size": plan.world_size})
     save_config(config, work / CONFIG_FILE)
     units = "GPU(s)" if plan.device == "gpu" else "process(es)"
     print(f"[thinkj train] {plan.kind} on {plan.device}: global batch = per_device_train_batch_size "
