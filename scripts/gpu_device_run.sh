@@ -283,12 +283,18 @@ else
   say "SKIP trl: TOKENIZER (a SmolLM2 folder for rl_step.py --tokenizer) not set"
 fi
 
-LF_STEPS=(max_steps=3 per_device_train_batch_size=2 gradient_accumulation_steps=1 save_strategy=no logging_steps=1
+LF_STEPS=(max_steps=3 save_strategy=no logging_steps=1
           cutoff_len=1024 plot_loss=false "model_name_or_path=$W/tiny" "dataset_dir=$W/lf")
 # ZeRO-3 on both devices: one process per GPU there, 2 CPU processes on gloo in the rehearsal (DeepSpeed's CPU
 # accelerator, fp32; the launch tests/test_lf_deepspeed.py checks against one process)
 LF_STEPS+=(deepspeed=configs/deepspeed/ds_z3_config.json)
-if [ "$DEVICE" = gpu ]; then LF_STEPS+=(bf16=true); LF_PROCS=(); else LF_PROCS=(--processes 2); fi
+# a global batch of 2 on both: 2 x 1 on the GPU; on the CPU the launcher splits the 2 accumulation steps over the
+# 2 processes (it keeps the one-process run's global batch)
+if [ "$DEVICE" = gpu ]; then
+  LF_STEPS+=(bf16=true per_device_train_batch_size=2 gradient_accumulation_steps=1); LF_PROCS=()
+else
+  LF_STEPS+=(per_device_train_batch_size=1 gradient_accumulation_steps=2); LF_PROCS=(--processes 2)
+fi
 step sft sft "${THINKJ[@]}" train sft judge_sft --model tiny --device "$DEVICE" "${LF_PROCS[@]}" --run-dir "$RUNS/lf" \
   "${LF_STEPS[@]}"
 step dpo dpo "${THINKJ[@]}" train dpo dpo --model tiny --device "$DEVICE" "${LF_PROCS[@]}" --run-dir "$RUNS/lf" \

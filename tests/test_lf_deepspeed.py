@@ -2,10 +2,11 @@
 DeepSpeed config (judge SFT: ZeRO-3, DPO: ZeRO-2, the BT reward model: ZeRO-3) on DeepSpeed's CPU accelerator,
 through ``thinkj train ... --device cpu --processes 2``.
 
-A distributed run is checked against the same run in one process without DeepSpeed: the same global batch of 4
-(2 processes x 1 x 2 accumulation steps against 1 x 4 x 1), the same seed, plain SGD at a large step, no clipping
-and a constant rate, so that a gradient summed instead of averaged over the ranks, a micro-batch counted twice or
-a ZeRO-3 save that wrote the placeholder shards shows as a different model. Adam and clipping would hide a scale.
+A distributed run is checked against the same command on one process, which runs without DeepSpeed: the same
+global batch of 4 (the launcher splits the 4 accumulation steps over the 2 processes), the same seed, plain SGD at
+a large step, no clipping and a constant rate, so that a gradient summed instead of averaged over the ranks, a
+micro-batch counted twice or a ZeRO-3 save that wrote the placeholder shards shows as a different model. Adam and
+clipping would hide a scale.
 """
 
 from __future__ import annotations
@@ -43,17 +44,19 @@ def data(tmp_path_factory):
 
 
 def _train(kind: str, stage: str, dataset: str, processes: int, run_dir, model, data) -> tuple[dict, list[float]]:
-    """``thinkj train KIND STAGE`` at a global batch of 4; the saved weights and the logged losses."""
-    batch = ["per_device_train_batch_size=4", "gradient_accumulation_steps=1"] if processes == 1 else \
-        ["per_device_train_batch_size=1", "gradient_accumulation_steps=2"]
+    """``thinkj train KIND STAGE`` at a global batch of 4 (1 x 4 accumulation steps; on 2 processes the launcher
+    makes that 2 x 1 x 2); the saved weights and the logged losses."""
     command = [sys.executable, "-m", "thinkj.cli", "train", kind, stage, "--model", "tiny", "--device", "cpu",
                "--processes", str(processes), "--run-dir", str(run_dir), f"model_name_or_path={model}",
-               f"dataset_dir={data}", f"dataset={dataset}", *batch, *SETTINGS]
+               f"dataset_dir={data}", f"dataset={dataset}", "per_device_train_batch_size=1",
+               "gradient_accumulation_steps=4", *SETTINGS]
     result = subprocess.run(command, capture_output=True, text=True, timeout=600)
     assert result.returncode == 0, result.stderr[-4000:]
     out = run_dir / stage
     record = json.loads((out / "thinkj_train.json").read_text())
     assert record["world_size"] == processes and record["global_batch"] == 4
+    config = (out / "train_config.yaml").read_text()
+    assert f"gradient_accumulation_steps: {4 // processes}\n" in config
     assert ("torchrun" in record["command"]) is (processes > 1)
     losses = [e["loss"] for e in json.loads((out / "trainer_state.json").read_text())["log_history"] if "loss" in e]
     return load_file(str(out / "model.safetensors")), losses
@@ -114,6 +117,11 @@ def test_processes_are_a_cpu_setting_and_deepspeed_must_be_readable(tmp_path, ti
     one = plan_stage("sft", "judge_sft", profile="tiny", run_dir=tmp_path, device="cpu")
     assert one.command is None and "deepspeed" not in one.config and one.config["use_cpu"] is True
     two = plan_stage("sft", "judge_sft", profile="tiny", run_dir=tmp_path, device="cpu", processes=2)
+    # judge_sft.yaml's 1 x 8 accumulation on one process stays a global batch of 8: 2 processes x 1 x 4
+    assert one.config["gradient_accumulation_steps"] == 8 and two.config["gradient_accumulation_steps"] == 4
+    with pytest.raises(ConfigError, match="global batch 3 is not a multiple of .* = 2"):
+        plan_stage("sft", "judge_sft", profile="tiny", run_dir=tmp_path, device="cpu", processes=2,
+                   overrides=["gradient_accumulation_steps=3"])
     flags = dict(zip(two.command[1:-3:2], two.command[2:-3:2]))
     assert flags["--nproc_per_node"] == "2" and flags["--nnodes"] == "1" and two.world_size == 2
     assert flags["--master_port"] == two.env["MASTER_PORT"]  # a free port (29500 is the GPU default): side by side

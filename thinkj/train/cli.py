@@ -72,8 +72,8 @@ def _command(kind: str):
                 cpu_bf16: bool = typer.Option(False, help="on CPU, bf16 autocast where the CPU has native bf16 "
                                               "(else fp32)"),
                 processes: int = typer.Option(1, help="CPU only: N processes under torchrun on gloo, keeping the "
-                                              "config's DeepSpeed stage (the GPU node's launch rehearsed); 1: "
-                                              "in-process, no DeepSpeed")) -> None:
+                                              "config's DeepSpeed stage and its one-process global batch (the GPU "
+                                              "node's launch rehearsed); 1: in-process, no DeepSpeed")) -> None:
         _launch(kind, config, overrides, model, run_dir, name, device, global_batch, force, dry_run, cpu_bf16,
                 processes)
 

@@ -340,7 +340,8 @@ def set_global_batch(config: dict[str, Any], target: int, world_size: int) -> di
     """Choose ``gradient_accumulation_steps`` so the global batch equals ``target`` on ``world_size`` GPUs."""
     per_step = int(config.get("per_device_train_batch_size", 8)) * world_size
     if target % per_step:
-        raise ConfigError(f"global batch {target} is not a multiple of per_device_train_batch_size x GPUs = {per_step}")
+        raise ConfigError(f"global batch {target} is not a multiple of per_device_train_batch_size x GPUs (or CPU "
+                          f"processes) = {per_step}")
     return {**config, "gradient_accumulation_steps": target // per_step}
 
 

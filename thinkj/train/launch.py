@@ -133,6 +133,10 @@ def plan_stage(kind: str, stage_config: str | os.PathLike, *, profile: str | Non
     else:
         nodes = _lf_nodes()
         world_size = nodes * _gpus_per_node()
+    if device == "cpu" and processes > 1 and global_batch_size is None:
+        # the one-process run's global batch, its accumulation split over the processes: the same run, launched
+        # the GPU node's way (a GPU run instead multiplies the per-GPU batch by the GPUs, Table 10's reading)
+        global_batch_size = global_batch(config, 1)
     if global_batch_size is not None:
         config = set_global_batch(config, global_batch_size, world_size)
     if device == "cpu" and processes == 1:
