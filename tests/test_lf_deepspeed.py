@@ -123,9 +123,14 @@ def test_processes_are_a_cpu_setting_and_deepspeed_must_be_readable(tmp_path, ti
     two = plan_stage("sft", "judge_sft", profile="tiny", run_dir=tmp_path, device="cpu", processes=2)
     # judge_sft.yaml's 1 x 8 accumulation on one process stays a global batch of 8: 2 processes x 1 x 4
     assert one.config["gradient_accumulation_steps"] == 8 and two.config["gradient_accumulation_steps"] == 4
-    with pytest.raises(ConfigError, match="global batch 3 is not a multiple of .* = 2"):
+    # where the accumulation steps do not divide, the per-device batch does (tiny-cpu's 8 x 1 -> 2 x 4 x 1)
+    split = plan_stage("sft", "judge_sft", profile="tiny", run_dir=tmp_path, device="cpu", processes=2,
+                       overrides=["per_device_train_batch_size=8", "gradient_accumulation_steps=1"])
+    assert (split.config["per_device_train_batch_size"], split.config["gradient_accumulation_steps"]) == (4, 1)
+    with pytest.raises(ConfigError, match="--processes 2: divides neither per_device_train_batch_size 3 nor "
+                                          "gradient_accumulation_steps 3 .* global batch, 9, is kept"):
         plan_stage("sft", "judge_sft", profile="tiny", run_dir=tmp_path, device="cpu", processes=2,
-                   overrides=["gradient_accumulation_steps=3"])
+                   overrides=["per_device_train_batch_size=3", "gradient_accumulation_steps=3"])
     flags = dict(zip(two.command[1:-3:2], two.command[2:-3:2]))
     assert flags["--nproc_per_node"] == "2" and flags["--nnodes"] == "1" and two.world_size == 2
     assert flags["--master_port"] == two.env["MASTER_PORT"]  # a free port (29500 is the GPU default): side by side

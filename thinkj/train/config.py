@@ -340,9 +340,22 @@ def set_global_batch(config: dict[str, Any], target: int, world_size: int) -> di
     """Choose ``gradient_accumulation_steps`` so the global batch equals ``target`` on ``world_size`` GPUs."""
     per_step = int(config.get("per_device_train_batch_size", 8)) * world_size
     if target % per_step:
-        raise ConfigError(f"global batch {target} is not a multiple of per_device_train_batch_size x GPUs (or CPU "
-                          f"processes) = {per_step}")
+        raise ConfigError(f"global batch {target} is not a multiple of per_device_train_batch_size x GPUs = {per_step}")
     return {**config, "gradient_accumulation_steps": target // per_step}
+
+
+def split_batch(config: dict[str, Any], processes: int) -> dict[str, Any]:
+    """The one-process run's global batch on ``processes`` processes: its accumulation steps divided among them
+    where they divide, else its per-device batch."""
+    per = int(config.get("per_device_train_batch_size", 8))
+    steps = int(config.get("gradient_accumulation_steps", 1))
+    if steps % processes == 0:
+        return {**config, "gradient_accumulation_steps": steps // processes}
+    if per % processes == 0:
+        return {**config, "per_device_train_batch_size": per // processes}
+    raise ConfigError(f"--processes {processes}: divides neither per_device_train_batch_size {per} nor "
+                      f"gradient_accumulation_steps {steps} (the one-process run's global batch, {per * steps}, is "
+                      "kept)")
 
 
 def save_config(config: dict[str, Any], path: str | os.PathLike) -> Path:

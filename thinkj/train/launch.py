@@ -44,7 +44,15 @@ from thinkj.errors import StageIncomplete
 from thinkj.fingerprint import file_sha256
 from thinkj.folder_swap import promote, restore, staging_dir
 from thinkj.records import write_json
-from thinkj.train.config import ConfigError, build_config, for_cpu, global_batch, save_config, set_global_batch
+from thinkj.train.config import (
+    ConfigError,
+    build_config,
+    for_cpu,
+    global_batch,
+    save_config,
+    set_global_batch,
+    split_batch,
+)
 from thinkj.train.untie import has_tied_embeddings, untied_copy
 
 STAGE_KINDS = ("sft", "dpo", "rm")
@@ -134,9 +142,9 @@ def plan_stage(kind: str, stage_config: str | os.PathLike, *, profile: str | Non
         nodes = _lf_nodes()
         world_size = nodes * _gpus_per_node()
     if device == "cpu" and processes > 1 and global_batch_size is None:
-        # the one-process run's global batch, its accumulation split over the processes: the same run, launched
-        # the GPU node's way (a GPU run instead multiplies the per-GPU batch by the GPUs, Table 10's reading)
-        global_batch_size = global_batch(config, 1)
+        # the one-process run's global batch split over the processes: the same run, launched the GPU node's way
+        # (a GPU run instead multiplies the per-GPU batch by the GPUs, Table 10's reading)
+        config = split_batch(config, processes)
     if global_batch_size is not None:
         config = set_global_batch(config, global_batch_size, world_size)
     if device == "cpu" and processes == 1:
