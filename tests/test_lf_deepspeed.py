@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 import torch
@@ -88,7 +89,7 @@ def test_two_processes_with_zero_train_the_model_one_process_trains(tmp_path, ti
     processes stopped both ranks in DeepSpeed's batch check (``4 != 2 * 1 * 1``)."""
     plan = plan_stage(kind, stage, profile="tiny", run_dir=tmp_path, device="cpu", processes=2,
                       overrides={"model_name_or_path": str(tiny_model_dir)})
-    assert json.loads(open(plan.config["deepspeed"]).read())["zero_optimization"]["stage"] == zero
+    assert json.loads(Path(plan.config["deepspeed"]).read_text())["zero_optimization"]["stage"] == zero
     assert "use_cpu" not in plan.config and plan.env["CUDA_VISIBLE_DEVICES"] == ""
     one, losses_one = _train(kind, stage, dataset, 1, tmp_path / "one", tiny_model_dir, data)
     two, losses_two = _train(kind, stage, dataset, 2, tmp_path / "two", tiny_model_dir, data)

@@ -209,12 +209,12 @@ def _read_json(path: Path) -> dict[str, Any] | None:
     return document if isinstance(document, dict) else None
 
 
-def finished_with(output_dir: str | os.PathLike, config: dict[str, Any], world_size: int | None = None) -> bool:
-    """Finished, and trained with exactly ``config`` on ``world_size`` processes when given (a run with other
-    settings is stale, not a cache hit: the same config on other GPUs or processes is another global batch)."""
+def finished_with(output_dir: str | os.PathLike, config: dict[str, Any], world_size: int) -> bool:
+    """Finished, and trained with exactly ``config`` on ``world_size`` processes (a run with other settings is stale,
+    not a cache hit: the same config on other GPUs or processes is another global batch)."""
     record = _read_json(Path(output_dir) / DONE_FILE)
     return record is not None and record.get("planned") == _normalised(config) and \
-        (world_size is None or record.get("world_size") == world_size)
+        record.get("world_size") == world_size
 
 
 def check_deepspeed(config: dict[str, Any]) -> None:
