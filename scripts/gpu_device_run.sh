@@ -175,6 +175,14 @@ if device == "gpu" and triton is not None:
         (work / "triton.failed").write_text(f"{type(err).__name__}: {err}")
         print(f"triton kernel FAILED ({type(err).__name__}: {' '.join(str(err).split())[:300]}); the verl step turns "
               "torch.compile off")
+if device == "gpu":  # the kit drops FlashAttention 2 (thinkj/gpu_kit_prune.py): vLLM must find FA3 usable here
+    try:
+        from vllm.vllm_flash_attn.flash_attn_interface import fa_version_unsupported_reason
+
+        reason = fa_version_unsupported_reason(3)
+        print("vLLM FlashAttention 3: usable" if reason is None else f"vLLM FlashAttention 3 NOT usable: {reason}")
+    except Exception as err:
+        print(f"vLLM FlashAttention check failed: {type(err).__name__}: {' '.join(str(err).split())[:300]}")
 EOF
 
 TORCH_DEVICE=$([ "$DEVICE" = gpu ] && echo cuda || echo cpu)

@@ -16,7 +16,8 @@ pandas 3.0.6, matplotlib, pyarrow; no network) is modelled as the closure pip re
 (``requirements/device-image.txt``: pydantic, for one); the kit is the closure of :data:`STACKS` at
 ``requirements/constraints-gpu.txt``'s pins, minus that image, minus what neither stack's import nor a Qwen2/Llama
 eager engine start needs (:data:`LEFT_OUT`, each with its reason), plus the few packages whose image version the stack
-refuses (:data:`OVER_IMAGE`). Every install is ``pip install --no-index --no-deps --target SITE``: SITE goes first on
+refuses (:data:`OVER_IMAGE`); a few large files the device run never loads are dropped from their wheels
+(:mod:`thinkj.gpu_kit_prune`). Every install is ``pip install --no-index --no-deps --target SITE``: SITE goes first on
 PYTHONPATH, so its transformers 5.5.4 shadows the image's 5.17.0 and the image's torch is used as it is. Only the
 standard library is imported at module level: the device's ``python3`` runs this file with nothing installed yet.
 """
@@ -45,6 +46,7 @@ from thinkj.gpu_kit_device import (  # the device half: parts, stash, install (s
     read_manifest,
     stash,
 )
+from thinkj.gpu_kit_prune import PRUNED, prune_all  # files dropped from a few wheels (standard library only)
 
 KIT_DIR = ROOT / ".cache" / "gpu_kit"  # ignored (.cache/): downloads, resolution reports, parts
 CONSTRAINTS = ROOT / "requirements" / "constraints-gpu.txt"
@@ -305,6 +307,11 @@ def print_plan(manifest: dict, checkout: int, tokenizer: Path = TOKENIZER_DIR, b
     print("if call 1's INFO line names packages absent from the image: python -m thinkj.gpu_kit extra NAME==VERSION "
           "(the pins are in kit.json's from_image) fetches them here into .cache/gpu_kit/extra; add that folder to the "
           "carry of every later call (the install takes them with the kit)")
+    pruned = manifest.get("pruned", {})
+    if pruned:
+        files = [f for wheel in pruned.values() for f in wheel]
+        print(f"dropped from {len(pruned)} wheels, never loaded by the device run (thinkj/gpu_kit_prune.py, reasons "
+              f"in kit.json): {', '.join(files)}")
     for stack in STACKS:
         names = [w for w in manifest.get("stack_of", {}) if stack in manifest["stack_of"][w]]
         size = sum(w["bytes"] for w in manifest["wheels"] if _name(w["file"].split("-")[0]) in names)
@@ -358,10 +365,12 @@ def build(kit: Path = KIT_DIR, python: str | None = None, part_bytes: int = PART
     if off_pin:
         raise KitError(f"{CONSTRAINTS}: resolved off its pins: {off_pin}")
     selection = select(kit_report, image_report, read_device_image())
-    wheels = download(selection, kit_report, kit / "wheels")
+    wheels, dropped = prune_all(download(selection, kit_report, kit / "wheels"), kit / "pruned")
     meta = {"python": PYTHON, "image_roots": IMAGE_ROOTS, "image_listed": str(DEVICE_IMAGE.relative_to(ROOT)),
             "stack_of": selection.stack_of,
             "from_image": selection.from_image, "left_out": selection.left_out, "over_image": OVER_IMAGE,
+            "pruned": {wheel: {f: PRUNED[_name(wheel.split("-")[0])][f] for f in files}
+                       for wheel, files in dropped.items()},
             "env": KIT_ENV}
     return pack(wheels, kit / "parts", part_bytes, meta)
 
