@@ -75,7 +75,7 @@ def test_prune_all_leaves_other_wheels_untouched_and_says_what_it_dropped(tmp_pa
     demo, other = make_wheel(tmp_path / "src"), make_wheel(tmp_path / "src", name="other")
     out, dropped = gpu_kit_prune.prune_all([demo, other], tmp_path / "pruned", {"demo": {"demo/big.bin": "why"}})
     assert out[1] == other and out[0].parent == tmp_path / "pruned"
-    assert dropped == {demo.name: ["demo/big.bin"]}
+    assert dropped == {demo.name: {"demo/big.bin": "why"}}
 
 
 def test_the_table_names_only_kit_packages_with_a_reason_each():

@@ -46,7 +46,7 @@ from thinkj.gpu_kit_device import (  # the device half: parts, stash, install (s
     read_manifest,
     stash,
 )
-from thinkj.gpu_kit_prune import PRUNED, prune_all  # files dropped from a few wheels (standard library only)
+from thinkj.gpu_kit_prune import prune_all  # files dropped from a few wheels (standard library only)
 
 KIT_DIR = ROOT / ".cache" / "gpu_kit"  # ignored (.cache/): downloads, resolution reports, parts
 CONSTRAINTS = ROOT / "requirements" / "constraints-gpu.txt"
@@ -369,8 +369,7 @@ def build(kit: Path = KIT_DIR, python: str | None = None, part_bytes: int = PART
     meta = {"python": PYTHON, "image_roots": IMAGE_ROOTS, "image_listed": str(DEVICE_IMAGE.relative_to(ROOT)),
             "stack_of": selection.stack_of,
             "from_image": selection.from_image, "left_out": selection.left_out, "over_image": OVER_IMAGE,
-            "pruned": {wheel: {f: PRUNED[_name(wheel.split("-")[0])][f] for f in files}
-                       for wheel, files in dropped.items()},
+            "pruned": dropped,
             "env": KIT_ENV}
     return pack(wheels, kit / "parts", part_bytes, meta)
 

@@ -83,9 +83,10 @@ def _record_without(record: str, drop: dict[str, str]) -> str:
 
 
 def prune_all(wheels: list[Path], dest: Path, pruned: dict[str, dict[str, str]] | None = None
-              ) -> tuple[list[Path], dict[str, list[str]]]:
-    """``wheels`` with :data:`PRUNED`'s files dropped (the others unchanged), and what was dropped from which wheel.
-    A package in the table whose wheel is not in the kit is an error: the table would be silently stale."""
+              ) -> tuple[list[Path], dict[str, dict[str, str]]]:
+    """``wheels`` with :data:`PRUNED`'s files dropped (the others unchanged), and what was dropped from which wheel
+    (wheel file -> {file: reason}). A package in the table whose wheel is not in the kit is an error: the table would
+    be silently stale."""
     pruned = PRUNED if pruned is None else pruned
     by_name = {_name(w.name.split("-")[0]): w for w in wheels}
     missing = sorted(set(pruned) - set(by_name))
@@ -96,7 +97,7 @@ def prune_all(wheels: list[Path], dest: Path, pruned: dict[str, dict[str, str]] 
         drop = pruned.get(_name(wheel.name.split("-")[0]))
         if drop:
             out.append(prune_wheel(wheel, dest, drop))
-            dropped[wheel.name] = sorted(drop)
+            dropped[wheel.name] = dict(sorted(drop.items()))
         else:
             out.append(wheel)
     return out, dropped
