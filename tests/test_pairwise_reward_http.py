@@ -177,8 +177,15 @@ def test_verl_reward_loop_with_the_served_judge(judge_server, tiny_model_dir):
     ray.init(num_cpus=2, include_dashboard=False, _temp_dir=os.environ.get("RAY_TMPDIR"), ignore_reinit_error=True)
     try:
         scores, extra = run(config(url, "knockout"), batch)
-        # u1: knockout C-A, B-D, A-D as in the scripted tests; u2: A beats B, the second B beats C, A beats it
-        assert scores == pytest.approx([0.0, 0.5, 0.0, 1.0, 1.0, 0.0, 0.0, 0.5])
+        # the bracket is seeded in the order the rollouts reach the manager, which verl's concurrent reward loop does
+        # not fix (a run here once got u2 as A, C, B, B: the two B's tied in round one). What holds in every order:
+        # the best text wins its two matches (1.0), "bad" loses its one (0.0), the 3 matches of a knockout of 4
+        # share 3 points over 2 rounds (sum 1.5; round robin would give 2.0), and u1's four distinct texts take
+        # 2(G-1) = 6 judgments (u2's two B's may meet, a tie without a request)
+        assert scores[3] == scores[4] == 1.0 and scores[0] == scores[6] == 0.0
+        assert sum(scores[:4]) == pytest.approx(1.5) and sum(scores[4:]) == pytest.approx(1.5)
+        asked = [calls + hits for calls, hits in zip(extra["judge_calls"], extra["cache_hits"])]
+        assert set(asked[:4]) == {judge_calls(4, "knockout")} == {6} and max(asked[4:]) <= 6
         assert set(extra) >= {"judge_failure_rate", "flip_rate", "judge_latency_s", "judge_calls"}
         assert set(extra["judge_failure_rate"]) == {0.0}
         dead = f"http://127.0.0.1:{free_port()}/v1"

@@ -30,7 +30,9 @@ knockout               (sum of v over its matches + byes) / ceil(log2 G)        
 
 Knockout seeds the bracket in sampling order (the completions are independent samples, so this is a random
 draw), pairs neighbours each round and gives an odd one out a bye (worth a win). The higher v advances; a tie
-or a failed match advances the earlier-seeded one and is worth 0.5 to both.
+or a failed match advances the earlier-seeded one and is worth 0.5 to both. Under verl the order is the one in which
+the rollouts reach the reward manager (``adapters/verl_group.py``), which its concurrent loop does not fix: the same
+group can be drawn differently from run to run; round robin does not depend on the order.
 
 **Bradley-Terry** (``bradley_terry=True``): instead of the plain averages, fit one strength per completion (and
 the reference) to all the group's comparisons (v wins for X and 1-v for Y, so ties are half wins; Hunter's MM
