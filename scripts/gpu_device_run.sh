@@ -35,7 +35,7 @@
 # Settings: RUNS [/tmp/gpu_run: every step's outputs]; OUT [$RUNS/report: summary.txt and logs.tar.gz]; WORK
 # [$RUNS/work: prep's models and data, which later steps read]; KIT_ENV
 # [/tmp/gpu_kit/gpu_kit.env; empty: PYTHON has the packages already]; DEVICE [gpu | cpu: the rehearsal]; PYTHON
-# [python3]; STEPS [prep verl eval trl sft dpo]; STEP_TIMEOUT [each step's own: env 60, prep 90, verl 240, verl-merge 60,
+# [python3]; STEPS [prep verl eval trl sft dpo]; STEP_TIMEOUT [each step's own: env 120, prep 90, verl 240, verl-merge 60,
 # eval-* 150, trl 200, sft 120 (240 on the CPU), dpo 120 s; set: the same for all]; SHARED_DATA [shared/data, else
 # .cache/gpu_kit/data (the kit's copy), if present; empty: no Auto-J step]; TOKENIZER
 # [.cache/gpu_kit/tokenizer if present: SmolLM2's config and tokenizer for rl_step.py's random 1.2 B model, which
@@ -101,7 +101,7 @@ for path in sorted(Path(sys.argv[1]).glob("*/*.jsonl")):
         print("verl step", row["step"], "; ".join(f"{k} {data[k]:.4g}" for k in keys if k in data))
 '
 
-declare -A LIMIT=([env]=60 [prep]=90 [verl]=240 [verl-merge]=60 [trl]=200 [sft]=120 [dpo]=120)
+declare -A LIMIT=([env]=120 [prep]=90 [verl]=240 [verl-merge]=60 [trl]=200 [sft]=120 [dpo]=120)
 # the CPU rehearsal's sft first compiles DeepSpeed's CPU comm op (about 60 s on 2 cores; 108 s for the step)
 [ "$DEVICE" = cpu ] && LIMIT[sft]=240
 

@@ -45,6 +45,7 @@ from thinkj.gpu_kit_device import (  # the device half: parts, stash, install (s
     pack,
     read_manifest,
     stash,
+    wheel_package,
 )
 from thinkj.gpu_kit_prune import prune_all  # files dropped from a few wheels (standard library only)
 
@@ -247,7 +248,7 @@ def fetch_extra(specs: list[str], dest: Path = EXTRA_DIR) -> list[Path]:
 
 def wheel_for(folder: Path, name: str, version: str) -> Path:
     found = [p for p in folder.glob("*.whl")
-             if _name(p.name.split("-")[0]) == name and p.name.split("-")[1] == version]
+             if wheel_package(p.name) == name and p.name.split("-")[1] == version]
     if len(found) != 1:
         raise KitError(f"{folder}: expected one wheel of {name}=={version}, found {[p.name for p in found]}")
     return found[0]
@@ -314,7 +315,7 @@ def print_plan(manifest: dict, checkout: int, tokenizer: Path = TOKENIZER_DIR, b
               f"in kit.json): {', '.join(files)}")
     for stack in STACKS:
         names = [w for w in manifest.get("stack_of", {}) if stack in manifest["stack_of"][w]]
-        size = sum(w["bytes"] for w in manifest["wheels"] if _name(w["file"].split("-")[0]) in names)
+        size = sum(w["bytes"] for w in manifest["wheels"] if wheel_package(w["file"]) in names)
         print(f"  {stack}: {len(names)} packages carried or from the image, {size / mb:.1f} MB carried")
 
 

@@ -52,6 +52,11 @@ def _name(name: str) -> str:
     return name.lower().replace("_", "-").replace(".", "-")
 
 
+def wheel_package(filename: str) -> str:
+    """The normalised package name of a wheel file (``vllm-0.24.0-cp38-abi3-....whl`` -> ``vllm``)."""
+    return _name(filename.split("-")[0])
+
+
 def sha256(path: Path) -> str:
     digest = hashlib.sha256()
     with path.open("rb") as handle:
@@ -249,9 +254,9 @@ def image_line(manifest: dict, env: dict[str, str], python: str = sys.executable
 
 def with_extra(kit: list[Path], extra: list[Path]) -> list[Path]:
     """The kit's wheels and the extra ones; two versions of one package would stop pip, so that is refused here."""
-    names = {_name(w.name.split("-")[0]): w.name for w in kit}
+    names = {wheel_package(w.name): w.name for w in kit}
     clash = [f"{w.name} (the kit has {names[_name(w.name.split('-')[0])]})" for w in extra
-             if _name(w.name.split("-")[0]) in names]
+             if wheel_package(w.name) in names]
     if clash:
         raise KitError(f"extra wheels the kit already carries: {', '.join(clash)}")
     return kit + extra

@@ -17,7 +17,7 @@ import shutil
 import zipfile
 from pathlib import Path
 
-from thinkj.gpu_kit_device import KitError, _name
+from thinkj.gpu_kit_device import KitError, wheel_package
 
 # package -> {file inside its wheel: why the device run never loads it}
 PRUNED: dict[str, dict[str, str]] = {
@@ -88,13 +88,13 @@ def prune_all(wheels: list[Path], dest: Path, pruned: dict[str, dict[str, str]] 
     (wheel file -> {file: reason}). A package in the table whose wheel is not in the kit is an error: the table would
     be silently stale."""
     pruned = PRUNED if pruned is None else pruned
-    by_name = {_name(w.name.split("-")[0]): w for w in wheels}
+    by_name = {wheel_package(w.name): w for w in wheels}
     missing = sorted(set(pruned) - set(by_name))
     if missing:
         raise KitError(f"thinkj/gpu_kit_prune.py PRUNED names {', '.join(missing)}, which the kit does not carry")
     out, dropped = [], {}
     for wheel in wheels:
-        drop = pruned.get(_name(wheel.name.split("-")[0]))
+        drop = pruned.get(wheel_package(wheel.name))
         if drop:
             out.append(prune_wheel(wheel, dest, drop))
             dropped[wheel.name] = dict(sorted(drop.items()))
