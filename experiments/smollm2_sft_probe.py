@@ -23,9 +23,9 @@ from thinkj.export.llamafactory import write_sft_dataset
 from thinkj.inference import SamplingParams, make_backend
 from thinkj.inference.both_orders import judge_both_orders
 from thinkj.models.fetch import fetch_model
-from thinkj.offline.baselines import synthetic_judge_examples
 from thinkj.records import PreferencePair
 from thinkj.synthetic import fact_task
+from thinkj.synthetic.sft_examples import judge_sft_examples
 from thinkj.train.config import parse_overrides
 from thinkj.train.launch import run_stage
 
@@ -62,7 +62,7 @@ def main() -> None:
     base = fetch_model("smollm2")
     start = time.monotonic()
     pairs = fact_task.make_pairs(args.n, seed=args.seed, split="train")
-    write_sft_dataset(out / "data", "probe_judge", synthetic_judge_examples(pairs, args.template,
+    write_sft_dataset(out / "data", "probe_judge", judge_sft_examples(pairs, args.template,
                                                                             explain=RATIONALES[args.rationale]))
     model = run_stage("sft", "judge_sft", profile="smollm2-135m-instruct", run_dir=out, device="cpu",
                       cpu_bf16=args.bf16, overrides={

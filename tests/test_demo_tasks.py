@@ -41,7 +41,7 @@ def test_rationale_states_the_fact_and_what_each_response_does():
 
 
 def test_a_wrong_side_argument_concludes_for_the_side_it_is_told():
-    from thinkj.offline.baselines import synthetic_critic_examples
+    from thinkj.synthetic.sft_examples import critic_sft_examples
     from thinkj.verdict_parser import parse_verdict as parse
 
     pairs = fact_task.make_pairs(60, seed=3)
@@ -55,7 +55,7 @@ def test_a_wrong_side_argument_concludes_for_the_side_it_is_told():
         claim = f"The answer is {said[5:]}" if said.startswith("says ") else f"The answer is not {fact.value}"
         assert claim in text
     # the critic's wrong-side examples: rationale and verdict line agree with the side it was told
-    examples = synthetic_critic_examples(pairs[:8], wrong_side_every=2, explain=fact_task.explain,
+    examples = critic_sft_examples(pairs[:8], wrong_side_every=2, explain=fact_task.explain,
                                          argue=fact_task.argue)
     for (_, output), pair in zip(examples[1::2], pairs[1:8:2]):
         told = parse(output).choice

@@ -144,9 +144,9 @@ def test_finished_run_is_not_reused_after_its_data_changed_in_place(tmp_path, ti
 
 def _lf_data(folder: Path) -> Path:
     from thinkj.export.llamafactory import write_sft_dataset
-    from thinkj.offline.baselines import synthetic_judge_examples
+    from thinkj.synthetic.sft_examples import judge_sft_examples
 
-    write_sft_dataset(folder, "thinkj_judge_sft", synthetic_judge_examples(make_pairs(4, seed=5)))
+    write_sft_dataset(folder, "thinkj_judge_sft", judge_sft_examples(make_pairs(4, seed=5)))
     return folder
 
 

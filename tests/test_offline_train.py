@@ -12,9 +12,10 @@ import math
 import pytest
 
 from thinkj.export.llamafactory import write_preference_dataset, write_sft_dataset
-from thinkj.offline.baselines import bt_examples, synthetic_critic_examples, synthetic_judge_examples
+from thinkj.offline.baselines import bt_examples
 from thinkj.prompts import get_template, judge_output
 from thinkj.synthetic.fruit_task import explain, make_pairs
+from thinkj.synthetic.sft_examples import critic_sft_examples, judge_sft_examples
 from thinkj.verdict_parser import parse_verdict
 
 pytestmark = pytest.mark.slow
@@ -28,8 +29,8 @@ def data_dir(tmp_path_factory):
     out = tmp_path_factory.mktemp("lf")
     pairs = make_pairs(8, seed=5)
     judge = get_template("judge_strength_v2")
-    write_sft_dataset(out, "thinkj_judge_sft", synthetic_judge_examples(pairs))
-    write_sft_dataset(out, "thinkj_critic_sft", synthetic_critic_examples(pairs))
+    write_sft_dataset(out, "thinkj_judge_sft", judge_sft_examples(pairs))
+    write_sft_dataset(out, "thinkj_critic_sft", critic_sft_examples(pairs))
     write_preference_dataset(out, "thinkj_dpo", [
         (judge.render(p), judge_output(explain(p), p.label, p.strength),
          judge_output(explain(p), "b" if p.label == "a" else "a", p.strength)) for p in pairs])

@@ -41,12 +41,12 @@ def model_dir() -> Path:
 @pytest.fixture(scope="module")
 def data_dir(tmp_path_factory) -> Path:
     from thinkj.export.llamafactory import write_preference_dataset, write_sft_dataset
-    from thinkj.offline.baselines import synthetic_judge_examples
     from thinkj.prompts import get_template, judge_output
+    from thinkj.synthetic.sft_examples import judge_sft_examples
 
     out = tmp_path_factory.mktemp("lf")
     pairs = fact_task.make_pairs(4, seed=3)
-    write_sft_dataset(out, "judge", synthetic_judge_examples(pairs, explain=fact_task.explain))
+    write_sft_dataset(out, "judge", judge_sft_examples(pairs, explain=fact_task.explain))
     judge = get_template("judge_strength_v1")
     write_preference_dataset(out, "dpo", [
         (judge.render(p), judge_output(fact_task.explain(p), p.label, p.strength),

@@ -207,3 +207,19 @@ register(Template("judge_strength_public_v1", "judge", AnswerFormat(think=True, 
 register(Template("double_score_public_v1", "double_score", AnswerFormat(think=True, strength="forbidden", scores=True),
                   _double_score(False, public=True),
                   "Two 0-100 scores in the public code's <Score 1>/<Score 2> tags (preset margin_public)."))
+
+
+# Seed 000's judge (kalomaze, "GRPO Judge Experiments"): XML tags, no strength; its task is thinkj.data.xml_judge_task.
+def _xml_judge(pair: PreferencePair, verdict: str | None, level: int | None) -> Messages:
+    system = ("You judge which of two text samples is better. Answer in two XML tags and nothing else: first "
+              "<notes> with your reasoning, about 128 tokens long, then <judgement> holding only the letter of "
+              "the sample you pick.\nExample of the shape:\n<notes>\nSample B reads naturally, while Sample A "
+              "contradicts itself about ...\n</notes>\n<judgement>B</judgement>")
+    user = (f"{pair.instruction}\n\n[Sample A]\n{pair.response_a}\n\n[Sample B]\n{pair.response_b}\n\n"
+            "Write your <notes> and your <judgement> now.")
+    return [{"role": "system", "content": system}, {"role": "user", "content": user}]
+
+
+register(Template(
+    "xml_judge_v1", "xml_judge", AnswerFormat(think=False, strength="forbidden"), _xml_judge,
+    "Seed 000 judge: <notes> (~128 tokens) then <judgement>A|B</judgement>; parsed by thinkj.rewards.designs.xml_judge."))

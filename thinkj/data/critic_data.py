@@ -29,8 +29,8 @@ def write_critic_data(seed_set: str | os.PathLike, out: str | os.PathLike, pairs
     """Copy the seed set's critic dataset into ``out`` and add the wrong-side one; returns the counts."""
     from thinkj.checks import check_range
     from thinkj.export.llamafactory import register_dataset, write_sft_dataset
-    from thinkj.offline.baselines import synthetic_critic_examples
     from thinkj.records import load_pairs
+    from thinkj.synthetic.sft_examples import critic_sft_examples
     from thinkj.synthetic.tasks import get_task
 
     check_range("--every", every, low=1)
@@ -46,7 +46,7 @@ def write_critic_data(seed_set: str | os.PathLike, out: str | os.PathLike, pairs
     out.mkdir(parents=True, exist_ok=True)
     shutil.copyfile(seed_set / entry["file_name"], out / entry["file_name"])
     register_dataset(out, SEED_SET_CRITIC, entry)
-    wrong = synthetic_critic_examples(pairs[::every], template, wrong_side_every=1, explain=generated.explain,
+    wrong = critic_sft_examples(pairs[::every], template, wrong_side_every=1, explain=generated.explain,
                                       argue=generated.argue)
     n = write_sft_dataset(out, WRONG_SIDE, wrong)
     return {"seed_set_examples": len(read_json(out / entry["file_name"])), "wrong_side_examples": n, "task": task, "every": every,

@@ -13,6 +13,7 @@ one changes the text: ``swap_numbers`` (two different numbers exchange places, o
 ``negate`` (a polarity word flips: is -> is not, always -> never ...), ``drop_sentence`` (one inner
 sentence disappears), ``swap_sentences`` (two adjacent sentences exchange places). A model can be plugged in
 the same way (``corruptions=[my_llm_rewrite]``). Texts that no corruption changes are skipped and counted.
+The judge's prompt is the ``xml_judge_v1`` template of :mod:`thinkj.prompts`.
 """
 
 from __future__ import annotations
@@ -24,7 +25,6 @@ import re
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
-from thinkj.prompts import AnswerFormat, Template, register
 from thinkj.records import PreferencePair
 
 Corruption = Callable[[str, random.Random], "str | None"]
@@ -161,18 +161,3 @@ def build_xml_judge_pairs(texts: Iterable[str], *, seed: int = 0, corruptions: S
     for i in flip:
         pairs[i] = pairs[i].swapped()
     return pairs, counts
-
-
-def _xml_judge_prompt(pair: PreferencePair, verdict: str | None, level: int | None) -> list[dict[str, str]]:
-    system = ("You judge which of two text samples is better. Answer in two XML tags and nothing else: first "
-              "<notes> with your reasoning, about 128 tokens long, then <judgement> holding only the letter of "
-              "the sample you pick.\nExample of the shape:\n<notes>\nSample B reads naturally, while Sample A "
-              "contradicts itself about ...\n</notes>\n<judgement>B</judgement>")
-    user = (f"{pair.instruction}\n\n[Sample A]\n{pair.response_a}\n\n[Sample B]\n{pair.response_b}\n\n"
-            "Write your <notes> and your <judgement> now.")
-    return [{"role": "system", "content": system}, {"role": "user", "content": user}]
-
-
-XML_JUDGE_TEMPLATE = register(Template(
-    "xml_judge_v1", "xml_judge", AnswerFormat(think=False, strength="forbidden"), _xml_judge_prompt,
-    "Seed 000 judge: <notes> (~128 tokens) then <judgement>A|B</judgement>; parsed by thinkj.rewards.designs.xml_judge."))

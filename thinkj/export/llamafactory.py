@@ -18,9 +18,8 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from thinkj.errors import ThinkJError
+from thinkj.prompts import Messages
 from thinkj.records import RecordError, read_json, write_json
-
-Messages = list[dict[str, str]]
 
 _TAGS = {"role_tag": "role", "content_tag": "content", "user_tag": "user", "assistant_tag": "assistant",
          "system_tag": "system"}

@@ -13,8 +13,8 @@ from dataclasses import asdict, dataclass
 from typing import Protocol, runtime_checkable
 
 from thinkj.inference.failures import FailedCall
+from thinkj.prompts import Messages  # defined once, with the templates; importers of this module use it too
 
-Messages = list[dict[str, str]]
 Output = str | FailedCall  # one sample: its text, or the recorded failure of its call
 
 

@@ -5,8 +5,6 @@
   right verdict and a well-formed answer are kept as SFT targets -> ``judge_sft.yaml`` with that dataset.
 * BT classifier: the comparison's own chosen / rejected responses under the original conversation ->
   ``bt_rm.yaml`` (LlamaFactory stage ``rm``).
-* Synthetic judge / critic SFT data: rule-based rationales (``thinkj.synthetic.fruit_task.explain``) for the tiny-model
-  demo when no teacher traces exist.
 
     thinkj train baseline-data --pairs train.jsonl --out runs/x/baselines              # direct + BT
     thinkj train baseline-data --pairs train.jsonl --out runs/x/baselines --rs-model runs/x/base -n 8
@@ -15,11 +13,11 @@
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 
 from thinkj.inference.base import InferenceBackend, Messages, SamplingParams
 from thinkj.inference.failures import CallTally, FailedCall
-from thinkj.prompts import get_template, judge_output, verdict_sentence
+from thinkj.prompts import get_template, verdict_sentence
 from thinkj.records import PreferencePair
 from thinkj.verdict_parser import parse_verdict
 
@@ -76,49 +74,3 @@ def rejection_sampling_examples(pairs: list[PreferencePair], backend: InferenceB
         counts["items without a right sample"] += not kept
         examples.extend((prompt, t) for t in kept)
     return examples, dict(counts)
-
-
-def synthetic_judge_examples(pairs: Iterable[PreferencePair], template: str = "judge_strength_v2", *,
-                             explain: Callable[[PreferencePair], str] | None = None) -> list[tuple[Messages, str]]:
-    """Judge SFT on a demo task: rule-based rationale (``explain``, default the tiny task's) + the right verdict."""
-    tmpl = get_template(template)
-    strength = tmpl.answer.strength != "forbidden"
-    explain = explain or synthetic_explain
-    return [(tmpl.render(p), judge_output(explain(p), p.label, p.strength if strength else None))
-            for p in _decided(pairs)]
-
-
-def synthetic_critic_examples(pairs: Iterable[PreferencePair], template: str = "critic_strength_v2", *,
-                              wrong_side_every: int = 0, explain: Callable[[PreferencePair], str] | None = None,
-                              argue: Callable[[PreferencePair, str], str] | None = None
-                              ) -> list[tuple[Messages, str]]:
-    """Critic SFT on the synthetic task: told a side, it writes the rationale and a verdict for that side.
-
-    By default the critic is only told the right side (the paper's critic data). ``wrong_side_every=k`` tells it the
-    wrong side in every k-th example (the verdict still follows what it is told): a tiny model has no instruction
-    following to generalise from, and without such examples it learns to judge instead of to argue the side it is
-    given, so it never writes the negatives of the critic-guided construction.
-
-    ``argue(pair, side)`` writes a wrong-side example's rationale: one that reaches the told side (a false claim about
-    the task's fact), as the paper's critic argues the verdict it is given. Without it the wrong side gets the right
-    rationale and only the verdict line follows what the critic was told, so the critic learns to contradict its own
-    reasoning and the DPO pairs it writes differ in the verdict line alone.
-    """
-    tmpl = get_template(template)
-    strength = tmpl.answer.strength != "forbidden"
-    explain = explain or synthetic_explain
-    out = []
-    for i, p in enumerate(_decided(pairs)):
-        wrong = wrong_side_every > 0 and i % wrong_side_every == wrong_side_every - 1
-        told = ("b" if p.label == "a" else "a") if wrong else p.label
-        # As in the critic-guided construction: the right side comes with its strength, the wrong side without.
-        prompt = tmpl.render(p, told, None if wrong else p.strength)
-        rationale = argue(p, told) if wrong and argue else explain(p)
-        out.append((prompt, judge_output(rationale, told, p.strength if strength else None)))
-    return out
-
-
-def synthetic_explain(pair: PreferencePair) -> str:
-    from thinkj.synthetic.fruit_task import explain
-
-    return explain(pair)

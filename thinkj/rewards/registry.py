@@ -7,7 +7,6 @@ first. Adding a reward touches its own module and the tables below.
 
 from __future__ import annotations
 
-from thinkj.data import xml_judge_task  # noqa: F401 -- registers the xml_judge_v1 prompt the xml_judge preset reads
 from thinkj.registry import Registry
 from thinkj.rewards.designs.competition import COMPETITION_DEFAULTS, answer_gold_problem, competition_reward
 from thinkj.rewards.designs.grm import GRM_DEFAULTS, GRM_KEYS, GRM_KINDS, grm_listwise_group
