@@ -175,7 +175,7 @@ if device == "gpu" and triton is not None:
         (work / "triton.failed").write_text(f"{type(err).__name__}: {err}")
         print(f"triton kernel FAILED ({type(err).__name__}: {' '.join(str(err).split())[:300]}); the verl step turns "
               "torch.compile off")
-if device == "gpu":  # the kit drops FlashAttention 2 (thinkj/gpu_kit_prune.py): vLLM must find FA3 usable here
+if device == "gpu":  # the kit drops FlashAttention 2 (thinkj/gpu_kit/prune.py): vLLM must find FA3 usable here
     try:
         from vllm.vllm_flash_attn.flash_attn_interface import fa_version_unsupported_reason
 

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The GPU kit's device half (thinkj/gpu_kit_device.py, through python -m thinkj.gpu_kit), run THERE with the image's
+# The GPU kit's device half (thinkj/gpu_kit/device.py, through python -m thinkj.gpu_kit), run THERE with the image's
 # python3 and nothing else installed.
 # Each device call carries .cache/gpu_kit/parts/kit.json and one part-NN (scripts/gpu_kit.sh plan lists them):
 #

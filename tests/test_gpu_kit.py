@@ -1,4 +1,4 @@
-"""The GPU kit's parts (thinkj/gpu_kit.py): cut, checked and joined again byte for byte; a corrupt or missing part
+"""The GPU kit's parts (thinkj/gpu_kit/): cut, checked and joined again byte for byte; a corrupt or missing part
 refused with its name; the call plan's arithmetic; the selection's closure. Small fake wheels, no network."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ import random
 
 import pytest
 
-from thinkj import gpu_kit, gpu_kit_device
+from thinkj.gpu_kit import build, device
 
 
 def fake_wheels(folder, sizes):
@@ -23,53 +23,53 @@ def fake_wheels(folder, sizes):
 
 def test_parts_round_trip_byte_for_byte(tmp_path):
     wheels = fake_wheels(tmp_path / "src", [5000, 1, 12345, 0])
-    manifest = gpu_kit.pack(wheels, tmp_path / "parts", part_bytes=4096)
+    manifest = device.pack(wheels, tmp_path / "parts", part_bytes=4096)
     sizes = [p["bytes"] for p in manifest["parts"]]
     assert all(size <= 4096 for size in sizes) and sum(sizes) == manifest["tar_bytes"]
     assert len(sizes) == -(-manifest["tar_bytes"] // 4096)
-    back = gpu_kit_device.reassemble(tmp_path / "parts", tmp_path / "out")
+    back = device.reassemble(tmp_path / "parts", tmp_path / "out")
     assert {p.name: p.read_bytes() for p in back} == {w.name: w.read_bytes() for w in wheels}
 
 
 def test_a_corrupt_part_is_refused_by_name(tmp_path):
-    gpu_kit.pack(fake_wheels(tmp_path / "src", [9000, 9000]), tmp_path / "parts", part_bytes=4096)
+    device.pack(fake_wheels(tmp_path / "src", [9000, 9000]), tmp_path / "parts", part_bytes=4096)
     part = tmp_path / "parts" / "part-02"
     data = bytearray(part.read_bytes())
     data[100] ^= 0xFF  # same size, one byte flipped: only the sum can tell
     part.write_bytes(bytes(data))
-    with pytest.raises(gpu_kit.KitError, match=r"part-02 \(2 of \d+\): sha256"):
-        gpu_kit_device.reassemble(tmp_path / "parts", tmp_path / "out")
+    with pytest.raises(device.KitError, match=r"part-02 \(2 of \d+\): sha256"):
+        device.reassemble(tmp_path / "parts", tmp_path / "out")
     (tmp_path / "parts" / "part-03").unlink()
-    problems = gpu_kit_device.check_parts(tmp_path / "parts", gpu_kit.read_manifest(tmp_path / "parts"))
+    problems = device.check_parts(tmp_path / "parts", device.read_manifest(tmp_path / "parts"))
     assert [p.split(":")[0] for p in problems] == ["part-02 (2 of 5)", "part-03 (3 of 5)"]
     assert "missing" in problems[1]
 
 
 def test_a_truncated_part_and_a_missing_manifest_are_named(tmp_path):
-    gpu_kit.pack(fake_wheels(tmp_path / "src", [9000]), tmp_path / "parts", part_bytes=4096)
+    device.pack(fake_wheels(tmp_path / "src", [9000]), tmp_path / "parts", part_bytes=4096)
     (tmp_path / "parts" / "part-01").write_bytes(b"short")
-    with pytest.raises(gpu_kit.KitError, match=r"part-01 \(1 of \d+\): 5 bytes, the manifest says 4096"):
-        gpu_kit_device.reassemble(tmp_path / "parts", tmp_path / "out")
-    with pytest.raises(gpu_kit.KitError, match="kit.json: no kit manifest"):
-        gpu_kit_device.reassemble(tmp_path / "nowhere", tmp_path / "out")
+    with pytest.raises(device.KitError, match=r"part-01 \(1 of \d+\): 5 bytes, the manifest says 4096"):
+        device.reassemble(tmp_path / "parts", tmp_path / "out")
+    with pytest.raises(device.KitError, match="kit.json: no kit manifest"):
+        device.reassemble(tmp_path / "nowhere", tmp_path / "out")
 
 
 def test_call_plan_fits_each_call(tmp_path):
-    manifest = gpu_kit.pack(fake_wheels(tmp_path / "src", [30_000]), tmp_path / "parts", part_bytes=10_000)
-    calls = gpu_kit.call_plan(manifest, checkout=1000)
+    manifest = device.pack(fake_wheels(tmp_path / "src", [30_000]), tmp_path / "parts", part_bytes=10_000)
+    calls = build.call_plan(manifest, checkout=1000)
     count = len(manifest["parts"])  # the tar frames the wheel: 30,000 bytes become 30,720 or more
     assert count >= 4 and [c["call"] for c in calls] == list(range(1, count + 1))
     assert [c["then"] for c in calls] == ["stash"] * (count - 1) + ["install"]
     # every call has its own limit, and the install's covers its import checks
-    assert [c["timeout_s"] for c in calls] == [gpu_kit.STASH_LIMIT_S] * (count - 1) + [gpu_kit.INSTALL_LIMIT_S]
-    assert gpu_kit_device.IMPORT_LIMIT_S < gpu_kit.INSTALL_LIMIT_S <= gpu_kit.CALL_LIMIT_S
-    assert all(c["part_bytes"] <= 10_000 and c["call_bytes"] <= gpu_kit.CALL_BYTES for c in calls)
+    assert [c["timeout_s"] for c in calls] == [build.STASH_LIMIT_S] * (count - 1) + [build.INSTALL_LIMIT_S]
+    assert device.IMPORT_LIMIT_S < build.INSTALL_LIMIT_S <= build.CALL_LIMIT_S
+    assert all(c["part_bytes"] <= 10_000 and c["call_bytes"] <= build.CALL_BYTES for c in calls)
     assert sum(c["part_bytes"] for c in calls) == manifest["tar_bytes"]
     assert all(c["carry"][0].endswith("kit.json") and c["carry"][1].endswith(f"part-0{c['call']}") for c in calls)
     # the default part size leaves room in a 64 MiB call for the manifest and a checkout of several MB
-    assert gpu_kit.PART_BYTES + 10 * 2**20 <= gpu_kit.CALL_BYTES
-    with pytest.raises(gpu_kit.KitError, match="part-01: a call would carry"):
-        gpu_kit.call_plan(manifest, checkout=gpu_kit.CALL_BYTES)
+    assert device.PART_BYTES + 10 * 2**20 <= build.CALL_BYTES
+    with pytest.raises(device.KitError, match="part-01: a call would carry"):
+        build.call_plan(manifest, checkout=build.CALL_BYTES)
 
 
 def _item(name, version, requires=()):
@@ -78,36 +78,36 @@ def _item(name, version, requires=()):
 
 
 def test_selection_stops_at_left_out_and_keeps_over_image(monkeypatch):
-    monkeypatch.setattr(gpu_kit, "STACKS", {"a": ["engine"]})
-    monkeypatch.setattr(gpu_kit, "LEFT_OUT", {"kernels": "not on this path"})
-    monkeypatch.setattr(gpu_kit, "OVER_IMAGE", {"transformers": "pinned lower"})
+    monkeypatch.setattr(build, "STACKS", {"a": ["engine"]})
+    monkeypatch.setattr(build, "LEFT_OUT", {"kernels": "not on this path"})
+    monkeypatch.setattr(build, "OVER_IMAGE", {"transformers": "pinned lower"})
     kit = {"install": [_item("engine", "1", ["kernels", "transformers", "numpy", "extra-dep; extra == 'x'",
                                              "win-dep; sys_platform == 'win32'"]),
                        _item("kernels", "1", ["only-kernels"]), _item("only-kernels", "1"),
                        _item("transformers", "5.5.4", ["numpy"]), _item("numpy", "2.3.5"),
                        _item("extra-dep", "1"), _item("win-dep", "1")]}
     image = {"install": [_item("transformers", "5.17.0"), _item("numpy", "2.5.5")]}
-    selection = gpu_kit.select(kit, image, observed={"transformers", "numpy"})
+    selection = build.select(kit, image, observed={"transformers", "numpy"})
     assert selection.wheels == {"engine": "1", "transformers": "5.5.4"}
     assert selection.from_image == {"numpy": "2.3.5"}
     assert selection.left_out == {"kernels": "not on this path"}
     # a package the image's resolution names but the image is not seen to hold is carried (pydantic, 2026-11-17)
-    assert gpu_kit.select(kit, image, observed={"transformers"}).wheels == {
+    assert build.select(kit, image, observed={"transformers"}).wheels == {
         "engine": "1", "transformers": "5.5.4", "numpy": "2.3.5"}
 
 
 def test_device_image_list_is_read_by_name_and_lacks_what_vllm_needs_from_the_kit():
-    image = gpu_kit.read_device_image()
+    image = build.read_device_image()
     assert {"torch", "transformers", "triton", "numpy", "pyarrow", "tensorboard"} <= image
     assert not {"pydantic", "pydantic-core", "annotated-types", "typing-inspection", "tzdata"} & image
-    assert all(name == gpu_kit._name(name) for name in image)
+    assert all(name == device._name(name) for name in image)
 
 
 def _dry_run(**settings):
     import subprocess
     from pathlib import Path
 
-    script = Path(gpu_kit.ROOT) / "scripts" / "gpu_device_run.sh"
+    script = Path(device.ROOT) / "scripts" / "gpu_device_run.sh"
     run = subprocess.run(["bash", str(script)], capture_output=True, text=True, timeout=60,
                          env={"DRY_RUN": "1", "PATH": "/usr/bin:/bin", "SHARED_DATA": "", **settings})
     assert run.returncode == 0, run.stderr
@@ -128,7 +128,7 @@ def test_device_run_script_dry_run_lists_every_step_largest_risk_first():
     logger = next(a for a in gpu.split() if a.startswith("trainer.logger="))
     assert logger == "trainer.logger=[console,file]"
     assert not {"tensorboard", "wandb"} & set(logger.split("=")[1].strip("[]").split(","))
-    assert {"tensorboard", "wandb"} <= set(gpu_kit.LEFT_OUT)
+    assert {"tensorboard", "wandb"} <= set(build.LEFT_OUT)
     # the CPU rehearsal: the same steps, on the CPU, without bf16, ZeRO-3 on 2 processes, the tiny model in the trl step
     cpu = _dry_run(DEVICE="cpu")
     assert _steps(cpu) == _steps(gpu)
@@ -156,21 +156,21 @@ def test_device_run_turns_verls_torch_compile_off_where_triton_cannot_build(tmp_
 def test_the_plans_run_calls_cover_the_scripts_steps_within_the_call_limit(tmp_path, capsys):
     import re
 
-    script = (gpu_kit.ROOT / "scripts" / "gpu_device_run.sh").read_text()
+    script = (device.ROOT / "scripts" / "gpu_device_run.sh").read_text()
     default = re.search(r"STEPS=\$\{STEPS:-([a-z ]+)\}", script).group(1).split()
-    assert [g for steps, _ in gpu_kit.RUN_CALLS for g in steps.split()] == default
-    assert all(limit <= gpu_kit.CALL_LIMIT_S for _, limit in gpu_kit.RUN_CALLS)
-    manifest = gpu_kit.pack(fake_wheels(tmp_path / "src", [30_000]), tmp_path / "parts", part_bytes=10_000)
-    gpu_kit.print_plan(manifest, checkout=1000, tokenizer=tmp_path / "none", bench=tmp_path / "none")
+    assert [g for steps, _ in build.RUN_CALLS for g in steps.split()] == default
+    assert all(limit <= build.CALL_LIMIT_S for _, limit in build.RUN_CALLS)
+    manifest = device.pack(fake_wheels(tmp_path / "src", [30_000]), tmp_path / "parts", part_bytes=10_000)
+    build.print_plan(manifest, checkout=1000, tokenizer=tmp_path / "none", bench=tmp_path / "none")
     lines = [line for line in capsys.readouterr().out.splitlines() if "gpu_device_run.sh" in line]
-    assert len(lines) == len(gpu_kit.RUN_CALLS) and 'STEPS="prep verl eval"' in lines[0]
+    assert len(lines) == len(build.RUN_CALLS) and 'STEPS="prep verl eval"' in lines[0]
     assert "the trl step is skipped" in lines[0] and "the Auto-J evaluation is skipped" in lines[0]
     # with both folders made, the run calls carry them (the ../shared beside a checkout does not travel)
     (tmp_path / "tok").mkdir()
     (tmp_path / "tok" / "config.json").write_text("{}")
     (tmp_path / "data" / "auto-j").mkdir(parents=True)
     (tmp_path / "data" / "auto-j" / "testdata_pairwise.jsonl").write_text("{}\n")
-    gpu_kit.print_plan(manifest, checkout=1000, tokenizer=tmp_path / "tok", bench=tmp_path / "data")
+    build.print_plan(manifest, checkout=1000, tokenizer=tmp_path / "tok", bench=tmp_path / "data")
     lines = [line for line in capsys.readouterr().out.splitlines() if "gpu_device_run.sh" in line]
     assert all(f"{tmp_path / 'tok'} (0.0 MB) and {tmp_path / 'data'} (0.0 MB) and the checkout," in line
                for line in lines) and "skipped" not in " ".join(lines)
@@ -181,12 +181,12 @@ def test_tokenizer_folder_keeps_config_and_tokenizer_not_weights(tmp_path):
     model.mkdir()
     for name in ("config.json", "tokenizer.json", "tokenizer_config.json", "model.safetensors", "model.gguf"):
         (model / name).write_text(name)
-    copied = gpu_kit.write_tokenizer(model, tmp_path / "tok")
+    copied = build.write_tokenizer(model, tmp_path / "tok")
     assert copied == ["config.json", "tokenizer.json", "tokenizer_config.json"]
     assert sorted(p.name for p in (tmp_path / "tok").iterdir()) == copied
     (model / "config.json").unlink()
-    with pytest.raises(gpu_kit.KitError, match="no config.json and tokenizer files"):
-        gpu_kit.write_tokenizer(model, tmp_path / "tok2")
+    with pytest.raises(device.KitError, match="no config.json and tokenizer files"):
+        build.write_tokenizer(model, tmp_path / "tok2")
 
 
 def test_bench_copy_is_the_shared_file_unchanged_and_the_run_reads_it_there(tmp_path):
@@ -197,13 +197,13 @@ def test_bench_copy_is_the_shared_file_unchanged_and_the_run_reads_it_there(tmp_
     (shared / "auto-j").mkdir(parents=True)
     (shared / "auto-j" / "testdata_pairwise.jsonl").write_bytes(b'{"label": 0}\n')
     root = tmp_path / "checkout"
-    assert gpu_kit.write_bench(shared, root / ".cache" / "gpu_kit" / "data") == list(gpu_kit.BENCH_FILES)
+    assert build.write_bench(shared, root / ".cache" / "gpu_kit" / "data") == list(build.BENCH_FILES)
     assert (root / ".cache/gpu_kit/data/auto-j/testdata_pairwise.jsonl").read_bytes() == b'{"label": 0}\n'
-    with pytest.raises(gpu_kit.KitError, match="auto-j/testdata_pairwise.jsonl"):
-        gpu_kit.write_bench(tmp_path / "elsewhere", tmp_path / "d")
+    with pytest.raises(device.KitError, match="auto-j/testdata_pairwise.jsonl"):
+        build.write_bench(tmp_path / "elsewhere", tmp_path / "d")
     # the run script, in a checkout without shared/, finds the kit's copy; SHARED_DATA="" still turns the step off
     (root / "scripts").mkdir()
-    shutil.copy(gpu_kit.ROOT / "scripts" / "gpu_device_run.sh", root / "scripts")
+    shutil.copy(device.ROOT / "scripts" / "gpu_device_run.sh", root / "scripts")
     def dry(env):
         return subprocess.run(["bash", "scripts/gpu_device_run.sh"], cwd=root, capture_output=True, text=True,
                               env={"DRY_RUN": "1", "PATH": "/usr/bin:/bin", "STEPS": "eval", **env}, timeout=60).stdout
@@ -219,7 +219,7 @@ def test_device_run_reports_in_two_files_remade_after_every_step(tmp_path):
     import tarfile
 
     runs, out = tmp_path / "runs", tmp_path / "out"
-    run = subprocess.run(["bash", str(gpu_kit.ROOT / "scripts" / "gpu_device_run.sh")], capture_output=True, text=True,
+    run = subprocess.run(["bash", str(device.ROOT / "scripts" / "gpu_device_run.sh")], capture_output=True, text=True,
                          timeout=60, env={"PATH": "/usr/bin:/bin", "DEVICE": "cpu", "KIT_ENV": "", "PYTHON": "false",
                                           "STEPS": "prep", "RUNS": str(runs), "OUT": str(out), "SHARED_DATA": ""})
     assert run.returncode == 3, run.stdout + run.stderr  # env, prep, prep-parquet
@@ -243,7 +243,7 @@ def test_a_step_killed_at_its_time_limit_keeps_what_it_printed(tmp_path):
     slow.write_text("#!/bin/bash\nexec python3 -c \"print('got this far'); import time; time.sleep(60)\"\n")
     slow.chmod(0o755)
     runs, out = tmp_path / "runs", tmp_path / "out"
-    run = subprocess.run(["bash", str(gpu_kit.ROOT / "scripts" / "gpu_device_run.sh")], capture_output=True, text=True,
+    run = subprocess.run(["bash", str(device.ROOT / "scripts" / "gpu_device_run.sh")], capture_output=True, text=True,
                          timeout=60, env={"PATH": "/usr/bin:/bin", "DEVICE": "cpu", "KIT_ENV": "", "PYTHON": str(slow),
                                           "STEPS": "prep", "STEP_TIMEOUT": "2", "RUNS": str(runs), "OUT": str(out),
                                           "SHARED_DATA": ""})
@@ -258,18 +258,18 @@ def test_the_first_stash_says_what_the_image_lacks_while_later_calls_can_still_c
     from importlib.metadata import version
 
     meta = {"from_image": {"pytest": version("pytest"), "packaging": "0.0.1", "no-such-package": "1.0"}}
-    gpu_kit.pack(fake_wheels(tmp_path / "src", [9000, 9000]), tmp_path / "parts", part_bytes=4096, meta=meta)
+    device.pack(fake_wheels(tmp_path / "src", [9000, 9000]), tmp_path / "parts", part_bytes=4096, meta=meta)
     call = tmp_path / "call"  # what one device call carries: the manifest and one part
     call.mkdir()
-    shutil.copy(tmp_path / "parts" / gpu_kit.MANIFEST, call)
+    shutil.copy(tmp_path / "parts" / device.MANIFEST, call)
     shutil.copy(tmp_path / "parts" / "part-01", call)
-    assert gpu_kit.stash(call, tmp_path / "device") == ["part-01"]
+    assert device.stash(call, tmp_path / "device") == ["part-01"]
     first = capsys.readouterr().out
     assert (f"INFO from the image: 2 of 3 present; absent: ['no-such-package']; other versions than the pins: "
             f"packaging {version('packaging')} (pin 0.0.1)") in first
     (call / "part-01").unlink()
     shutil.copy(tmp_path / "parts" / "part-02", call)
-    assert gpu_kit.stash(call, tmp_path / "device") == ["part-01", "part-02"]
+    assert device.stash(call, tmp_path / "device") == ["part-01", "part-02"]
     assert "INFO from the image" not in capsys.readouterr().out  # said once, in the first call
 
 
@@ -277,19 +277,19 @@ def test_extra_wheels_travel_with_a_part_and_join_the_kit_unless_they_clash(tmp_
     import shutil
 
     kit_wheels = fake_wheels(tmp_path / "src", [3000, 3000])  # pkg0-1.0, pkg1-1.0
-    gpu_kit.pack(kit_wheels, tmp_path / "parts", part_bytes=4096)
+    device.pack(kit_wheels, tmp_path / "parts", part_bytes=4096)
     call, extra = tmp_path / "call", tmp_path / "extra"
     call.mkdir()
     extra.mkdir()
-    shutil.copy(tmp_path / "parts" / gpu_kit.MANIFEST, call)
+    shutil.copy(tmp_path / "parts" / device.MANIFEST, call)
     shutil.copy(tmp_path / "parts" / "part-01", call)
     (extra / "pydantic-2.14.4-py3-none-any.whl").write_bytes(b"wheel")
-    gpu_kit.stash(call, tmp_path / "device", extra)
+    device.stash(call, tmp_path / "device", extra)
     assert (tmp_path / "device" / "extra" / "pydantic-2.14.4-py3-none-any.whl").read_bytes() == b"wheel"
-    joined = gpu_kit_device.with_extra(kit_wheels, sorted((tmp_path / "device" / "extra").glob("*.whl")))
+    joined = device.with_extra(kit_wheels, sorted((tmp_path / "device" / "extra").glob("*.whl")))
     assert [w.name for w in joined] == ["pkg0-1.0-py3-none-any.whl", "pkg1-1.0-py3-none-any.whl",
                                         "pydantic-2.14.4-py3-none-any.whl"]
-    with pytest.raises(gpu_kit.KitError, match=r"pkg1-2.0-py3-none-any.whl \(the kit has pkg1-1.0"):
-        gpu_kit_device.with_extra(kit_wheels, [tmp_path / "pkg1-2.0-py3-none-any.whl"])
-    with pytest.raises(gpu_kit.KitError, match="NAME==VERSION"):
-        gpu_kit.fetch_extra(["pydantic"], tmp_path / "x")
+    with pytest.raises(device.KitError, match=r"pkg1-2.0-py3-none-any.whl \(the kit has pkg1-1.0"):
+        device.with_extra(kit_wheels, [tmp_path / "pkg1-2.0-py3-none-any.whl"])
+    with pytest.raises(device.KitError, match="NAME==VERSION"):
+        build.fetch_extra(["pydantic"], tmp_path / "x")

@@ -1,4 +1,4 @@
-"""Files the GPU kit drops from its wheels (thinkj/gpu_kit_prune.py): a real wheel written here, pruned, and installed
+"""Files the GPU kit drops from its wheels (thinkj/gpu_kit/prune.py): a real wheel written here, pruned, and installed
 by pip (``--no-index --no-deps --target``, as on the device); a stale table is an error, never a silent no-op."""
 
 from __future__ import annotations
@@ -12,8 +12,8 @@ import zipfile
 
 import pytest
 
-from thinkj import gpu_kit, gpu_kit_prune
-from thinkj.gpu_kit_device import KitError
+from thinkj.gpu_kit import build, prune
+from thinkj.gpu_kit.device import KitError
 
 
 def _record_line(name: str, data: bytes) -> str:
@@ -42,7 +42,7 @@ def make_wheel(folder, name="demo", version="1.0"):
 
 def test_a_pruned_wheel_installs_with_pip_without_the_file_and_its_record_line(tmp_path):
     wheel = make_wheel(tmp_path / "src")
-    pruned = gpu_kit_prune.prune_wheel(wheel, tmp_path / "pruned", {"demo/big.bin": "never loaded"})
+    pruned = prune.prune_wheel(wheel, tmp_path / "pruned", {"demo/big.bin": "never loaded"})
     assert pruned.name == wheel.name and pruned.stat().st_size < wheel.stat().st_size
     site = tmp_path / "site"
     run = subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", "--no-index", "--no-deps",
@@ -66,20 +66,20 @@ def test_a_pruned_wheel_installs_with_pip_without_the_file_and_its_record_line(t
 def test_a_stale_table_is_an_error_naming_the_wheel_and_the_file(tmp_path):
     wheel = make_wheel(tmp_path / "src")
     with pytest.raises(KitError, match=r"demo-1.0-py3-none-any.whl: no demo/gone.so to drop"):
-        gpu_kit_prune.prune_wheel(wheel, tmp_path / "pruned", {"demo/gone.so": "moved in this version"})
+        prune.prune_wheel(wheel, tmp_path / "pruned", {"demo/gone.so": "moved in this version"})
     with pytest.raises(KitError, match="PRUNED names other, which the kit does not carry"):
-        gpu_kit_prune.prune_all([wheel], tmp_path / "pruned", {"other": {"x": "y"}})
+        prune.prune_all([wheel], tmp_path / "pruned", {"other": {"x": "y"}})
 
 
 def test_prune_all_leaves_other_wheels_untouched_and_says_what_it_dropped(tmp_path):
     demo, other = make_wheel(tmp_path / "src"), make_wheel(tmp_path / "src", name="other")
-    out, dropped = gpu_kit_prune.prune_all([demo, other], tmp_path / "pruned", {"demo": {"demo/big.bin": "why"}})
+    out, dropped = prune.prune_all([demo, other], tmp_path / "pruned", {"demo": {"demo/big.bin": "why"}})
     assert out[1] == other and out[0].parent == tmp_path / "pruned"
     assert dropped == {demo.name: {"demo/big.bin": "why"}}
 
 
 def test_the_table_names_only_kit_packages_with_a_reason_each():
-    for package, files in gpu_kit_prune.PRUNED.items():
-        assert package not in gpu_kit.LEFT_OUT  # a left-out package is never carried, so nothing to drop from it
+    for package, files in prune.PRUNED.items():
+        assert package not in build.LEFT_OUT  # a left-out package is never carried, so nothing to drop from it
         assert files and all(reason.strip() for reason in files.values())
         assert all(f.startswith(package.replace("-", "_") + "/") for f in files)

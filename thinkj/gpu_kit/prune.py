@@ -17,7 +17,7 @@ import shutil
 import zipfile
 from pathlib import Path
 
-from thinkj.gpu_kit_device import KitError, wheel_package
+from thinkj.gpu_kit.device import KitError, wheel_package
 
 # package -> {file inside its wheel: why the device run never loads it}
 PRUNED: dict[str, dict[str, str]] = {
@@ -52,7 +52,7 @@ def prune_wheel(wheel: Path, dest: Path, drop: dict[str, str]) -> Path:
         names = {info.filename for info in source.infolist()}
         stale = sorted(set(drop) - names)
         if stale:
-            raise KitError(f"{wheel.name}: no {', '.join(stale)} to drop (thinkj/gpu_kit_prune.py PRUNED is stale "
+            raise KitError(f"{wheel.name}: no {', '.join(stale)} to drop (thinkj/gpu_kit/prune.py PRUNED is stale "
                            "for this version)")
         records = [n for n in names if n.endswith(".dist-info/RECORD") and n.count("/") == 1]
         if len(records) != 1:
@@ -91,7 +91,7 @@ def prune_all(wheels: list[Path], dest: Path, pruned: dict[str, dict[str, str]] 
     by_name = {wheel_package(w.name): w for w in wheels}
     missing = sorted(set(pruned) - set(by_name))
     if missing:
-        raise KitError(f"thinkj/gpu_kit_prune.py PRUNED names {', '.join(missing)}, which the kit does not carry")
+        raise KitError(f"thinkj/gpu_kit/prune.py PRUNED names {', '.join(missing)}, which the kit does not carry")
     out, dropped = [], {}
     for wheel in wheels:
         drop = pruned.get(wheel_package(wheel.name))

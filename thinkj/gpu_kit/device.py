@@ -1,7 +1,7 @@
 """The GPU kit's parts and their install on the device machine (``python -m thinkj.gpu_kit stash|install``): the
 parts cut and joined again with their sha256 sums, a part stashed under /tmp in each call, the offline install and one
 import check per package. Only the standard library: the device's ``python3`` runs this with nothing installed yet.
-Building the kit and its call plan (here, with the package index) is :mod:`thinkj.gpu_kit`.
+Building the kit and its call plan (here, with the package index) is :mod:`thinkj.gpu_kit.build`.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]  # the checkout: thinkj/gpu_kit/device.py
 DEVICE_DIR = Path("/tmp/gpu_kit")  # /tmp survives between calls while the device machine stays warm
 PART_BYTES = 50_000_000  # at most 50 MB a part: one part and the checkout fit one device call
 MANIFEST = "kit.json"

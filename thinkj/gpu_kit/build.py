@@ -1,14 +1,5 @@
-"""The GPU kit: the wheels a bare GPU device machine lacks for verl + vLLM + Ray and LlamaFactory + DeepSpeed, cut
-into parts that fit the device tool's carry, and their offline install there. ``scripts/gpu_kit.sh`` and
-``scripts/gpu_kit_install.sh`` are the thin entry points.
-
-    python -m thinkj.gpu_kit build                  # here, with PyPI: resolve, download, select, cut into parts
-    python -m thinkj.gpu_kit plan                   # the device calls: how many, MB each, what each carries
-    python -m thinkj.gpu_kit stash                  # there, in each call: copy the carried part to /tmp/gpu_kit
-    python -m thinkj.gpu_kit install                # there, last call: reassemble, check sums, install, import
-    python -m thinkj.gpu_kit tokenizer              # here: SmolLM2's config and tokenizer, no weights (the trl step)
-    python -m thinkj.gpu_kit bench                  # here: the Auto-J test file from ../shared/data (the eval step)
-    python -m thinkj.gpu_kit extra NAME==VERSION    # here, mid-session: a wheel the first call found the image lacks
+"""Building the GPU kit here, with the package index: resolve, download, select, prune, cut into parts, and the device
+call plan. The parts' install on the device is :mod:`thinkj.gpu_kit.device`; the commands are in :mod:`thinkj.gpu_kit`.
 
 The device image (LOG, sessions 8 and 12: Python 3.12.3, torch 2.11.0+cu130, transformers 5.17.0, accelerate 1.15.0,
 pandas 3.0.6, matplotlib, pyarrow; no network) is modelled as the closure pip resolves for those roots
@@ -17,14 +8,14 @@ pandas 3.0.6, matplotlib, pyarrow; no network) is modelled as the closure pip re
 ``requirements/constraints-gpu.txt``'s pins, minus that image, minus what neither stack's import nor a Qwen2/Llama
 eager engine start needs (:data:`LEFT_OUT`, each with its reason), plus the few packages whose image version the stack
 refuses (:data:`OVER_IMAGE`); a few large files the device run never loads are dropped from their wheels
-(:mod:`thinkj.gpu_kit_prune`). Every install is ``pip install --no-index --no-deps --target SITE``: SITE goes first on
+(:mod:`thinkj.gpu_kit.prune`). Every install is ``pip install --no-index --no-deps --target SITE``: SITE goes first on
 PYTHONPATH, so its transformers 5.5.4 shadows the image's 5.17.0 and the image's torch is used as it is. Only the
-standard library is imported at module level: the device's ``python3`` runs this file with nothing installed yet.
+standard library is imported at module level: the device's ``python3`` imports this file (through the commands) with
+nothing installed yet.
 """
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import shutil
@@ -33,21 +24,17 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from thinkj.gpu_kit_device import (  # the device half: parts, stash, install (standard library only)
-    DEVICE_DIR,
+from thinkj.gpu_kit.device import (  # the device half: parts, stash, install (standard library only)
     KIT_ENV,
     MANIFEST,
     PART_BYTES,
     ROOT,
     KitError,
     _name,
-    install_and_check,
     pack,
-    read_manifest,
-    stash,
     wheel_package,
 )
-from thinkj.gpu_kit_prune import prune_all  # files dropped from a few wheels (standard library only)
+from thinkj.gpu_kit.prune import prune_all  # files dropped from a few wheels (standard library only)
 
 KIT_DIR = ROOT / ".cache" / "gpu_kit"  # ignored (.cache/): downloads, resolution reports, parts
 CONSTRAINTS = ROOT / "requirements" / "constraints-gpu.txt"
@@ -63,7 +50,7 @@ DEVICE_BUDGET_S = 900  # device time a session is lent (ENVIRONMENT.md), every c
 CALL_LIMIT_S = 600  # the most one device call may run
 # each transfer call's own timeout_s, so that a hang costs minutes, not the session: a stash copies one part (seconds);
 # the install took 151 s on this 2-core machine (LOG, session 19), its import checks side by side, each under
-# gpu_kit_device.IMPORT_LIMIT_S
+# device.IMPORT_LIMIT_S
 STASH_LIMIT_S, INSTALL_LIMIT_S = 60, 300
 # SmolLM2's config and tokenizer without its weights: scripts/speed/rl_step.py builds its random 1.2 B model from them
 TOKENIZER_DIR = KIT_DIR / "tokenizer"
@@ -311,7 +298,7 @@ def print_plan(manifest: dict, checkout: int, tokenizer: Path = TOKENIZER_DIR, b
     pruned = manifest.get("pruned", {})
     if pruned:
         files = [f for wheel in pruned.values() for f in wheel]
-        print(f"dropped from {len(pruned)} wheels, never loaded by the device run (thinkj/gpu_kit_prune.py, reasons "
+        print(f"dropped from {len(pruned)} wheels, never loaded by the device run (thinkj/gpu_kit/prune.py, reasons "
               f"in kit.json): {', '.join(files)}")
     for stack in STACKS:
         names = [w for w in manifest.get("stack_of", {}) if stack in manifest["stack_of"][w]]
@@ -391,58 +378,3 @@ def find_python(version: str) -> str:
         if said == version:
             return candidate
     raise KitError(f"no Python {version} here (python{version} on PATH or a pyenv install): the device runs {version}")
-
-
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    sub = parser.add_subparsers(dest="command", required=True)
-    b = sub.add_parser("build", help="resolve, download and cut the kit (needs the package index)")
-    b.add_argument("--kit", type=Path, default=KIT_DIR)
-    b.add_argument("--part-mb", type=float, default=PART_BYTES / 1e6)
-    p = sub.add_parser("plan", help="print the device calls for a built kit")
-    p.add_argument("--parts", type=Path, default=KIT_DIR / "parts")
-    s = sub.add_parser("stash", help="device: copy the carried part to the device folder")
-    s.add_argument("--parts", type=Path, default=KIT_DIR / "parts")
-    s.add_argument("--dest", type=Path, default=DEVICE_DIR)
-    i = sub.add_parser("install", help="device: reassemble, check, install and import")
-    i.add_argument("--parts", type=Path, default=DEVICE_DIR)
-    i.add_argument("--site", type=Path, default=DEVICE_DIR / "site")
-    t = sub.add_parser("tokenizer", help="copy SmolLM2's config and tokenizer (no weights) for the trl step")
-    t.add_argument("--source", help="a model folder (default: the catalog's smollm2, fetched if missing)")
-    t.add_argument("--dest", type=Path, default=TOKENIZER_DIR)
-    e = sub.add_parser("extra", help="here, mid-session: wheels for what the first device call found the image lacks")
-    e.add_argument("specs", nargs="+", help="NAME==VERSION, each")
-    s.add_argument("--extra", type=Path, default=None, help="a folder of extra wheels carried with the part")
-    d = sub.add_parser("bench", help="copy the Auto-J test file (unchanged) for the run's Auto-J evaluation")
-    d.add_argument("--shared", type=Path, default=SHARED_DATA, help="the shared data folder (default: %(default)s)")
-    d.add_argument("--dest", type=Path, default=BENCH_DIR)
-    args = parser.parse_args(argv)
-    try:
-        if args.command == "build":
-            manifest = build(args.kit, part_bytes=int(args.part_mb * 1e6))
-            write_tokenizer(smollm2_folder())
-            if all((SHARED_DATA / name).is_file() for name in BENCH_FILES):
-                write_bench()
-            else:
-                print(f"no {SHARED_DATA}: the device run's Auto-J step will be skipped", flush=True)
-            print_plan(manifest, checkout_bytes())
-        elif args.command == "plan":
-            print_plan(read_manifest(args.parts), checkout_bytes())
-        elif args.command == "tokenizer":
-            write_tokenizer(Path(args.source) if args.source else smollm2_folder(), args.dest)
-        elif args.command == "bench":
-            write_bench(args.shared, args.dest)
-        elif args.command == "extra":
-            fetch_extra(args.specs)
-        elif args.command == "stash":
-            stash(args.parts, args.dest, args.extra)
-        else:
-            return install_and_check(args.parts, args.site)
-    except KitError as err:
-        print(f"FAIL {args.command}: {err}", file=sys.stderr)
-        return 2
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

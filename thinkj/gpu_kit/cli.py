@@ -1,0 +1,77 @@
+"""The GPU kit's commands (``python -m thinkj.gpu_kit COMMAND``, listed in :mod:`thinkj.gpu_kit`). Standard library
+only, as :mod:`thinkj.gpu_kit.build` and :mod:`thinkj.gpu_kit.device` are: the device's ``python3`` runs stash and
+install with nothing installed yet.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from thinkj.gpu_kit.build import (
+    BENCH_DIR,
+    BENCH_FILES,
+    KIT_DIR,
+    SHARED_DATA,
+    TOKENIZER_DIR,
+    build,
+    checkout_bytes,
+    fetch_extra,
+    print_plan,
+    smollm2_folder,
+    write_bench,
+    write_tokenizer,
+)
+from thinkj.gpu_kit.device import DEVICE_DIR, PART_BYTES, KitError, install_and_check, read_manifest, stash
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description="The GPU kit: build it here, install it on the device machine.")
+    sub = parser.add_subparsers(dest="command", required=True)
+    b = sub.add_parser("build", help="resolve, download and cut the kit (needs the package index)")
+    b.add_argument("--kit", type=Path, default=KIT_DIR)
+    b.add_argument("--part-mb", type=float, default=PART_BYTES / 1e6)
+    p = sub.add_parser("plan", help="print the device calls for a built kit")
+    p.add_argument("--parts", type=Path, default=KIT_DIR / "parts")
+    s = sub.add_parser("stash", help="device: copy the carried part to the device folder")
+    s.add_argument("--parts", type=Path, default=KIT_DIR / "parts")
+    s.add_argument("--dest", type=Path, default=DEVICE_DIR)
+    i = sub.add_parser("install", help="device: reassemble, check, install and import")
+    i.add_argument("--parts", type=Path, default=DEVICE_DIR)
+    i.add_argument("--site", type=Path, default=DEVICE_DIR / "site")
+    t = sub.add_parser("tokenizer", help="copy SmolLM2's config and tokenizer (no weights) for the trl step")
+    t.add_argument("--source", help="a model folder (default: the catalog's smollm2, fetched if missing)")
+    t.add_argument("--dest", type=Path, default=TOKENIZER_DIR)
+    e = sub.add_parser("extra", help="here, mid-session: wheels for what the first device call found the image lacks")
+    e.add_argument("specs", nargs="+", help="NAME==VERSION, each")
+    s.add_argument("--extra", type=Path, default=None, help="a folder of extra wheels carried with the part")
+    d = sub.add_parser("bench", help="copy the Auto-J test file (unchanged) for the run's Auto-J evaluation")
+    d.add_argument("--shared", type=Path, default=SHARED_DATA, help="the shared data folder (default: %(default)s)")
+    d.add_argument("--dest", type=Path, default=BENCH_DIR)
+    args = parser.parse_args(argv)
+    try:
+        if args.command == "build":
+            manifest = build(args.kit, part_bytes=int(args.part_mb * 1e6))
+            write_tokenizer(smollm2_folder())
+            if all((SHARED_DATA / name).is_file() for name in BENCH_FILES):
+                write_bench()
+            else:
+                print(f"no {SHARED_DATA}: the device run's Auto-J step will be skipped", flush=True)
+            print_plan(manifest, checkout_bytes())
+        elif args.command == "plan":
+            print_plan(read_manifest(args.parts), checkout_bytes())
+        elif args.command == "tokenizer":
+            write_tokenizer(Path(args.source) if args.source else smollm2_folder(), args.dest)
+        elif args.command == "bench":
+            write_bench(args.shared, args.dest)
+        elif args.command == "extra":
+            fetch_extra(args.specs)
+        elif args.command == "stash":
+            stash(args.parts, args.dest, args.extra)
+        else:
+            return install_and_check(args.parts, args.site)
+    except KitError as err:
+        print(f"FAIL {args.command}: {err}", file=sys.stderr)
+        return 2
+    return 0
