@@ -16,7 +16,8 @@
 # Steps, in the order they run (the largest risk first, so a device session cut short still has it):
 #   prep   env: Python, torch, the GPU, Triton, the C compiler Triton needs, /dev/shm and /tmp, and one Triton kernel
 #          run on the GPU (without it verl's actor runs without torch.compile and vLLM judges eager, said in the
-#          log); then the tiny model (hidden 128: vLLM needs head_dim >= 64), its judge (the project's SFT helper), fruit pairs,
+#          log), and whether vLLM's FlashAttention 3 loads (without it, as the kit has no FA2, both vLLM steps ask
+#          for its TRITON_ATTN backend, said in the log); then the tiny model (hidden 128: vLLM needs head_dim >= 64), its judge (the project's SFT helper), fruit pairs,
 #          the verl parquet and the LlamaFactory datasets (as tests/test_offline_train.py writes them)
 #   verl   thinkj train rl --engine verl: GRPO, 3 steps, 1 node x 1 GPU, vLLM rollout (enforce_eager), a checkpoint,
 #          metrics to the console and files (the kit leaves tensorboard out);
@@ -175,14 +176,21 @@ if device == "gpu" and triton is not None:
         (work / "triton.failed").write_text(f"{type(err).__name__}: {err}")
         print(f"triton kernel FAILED ({type(err).__name__}: {' '.join(str(err).split())[:300]}); the verl step turns "
               "torch.compile off")
-if device == "gpu":  # the kit drops FlashAttention 2 (thinkj/gpu_kit/prune.py): vLLM must find FA3 usable here
+(work / "fa3.unusable").unlink(missing_ok=True)
+if device == "gpu":
+    # The kit drops FlashAttention 2 (thinkj/gpu_kit/prune.py). vLLM's FLASH_ATTN backend, first on sm90, would fall
+    # back to FA2 without FA3 and fail at the first forward, so without FA3 the vLLM steps ask for TRITON_ATTN.
     try:
         from vllm.vllm_flash_attn.flash_attn_interface import fa_version_unsupported_reason
 
         reason = fa_version_unsupported_reason(3)
-        print("vLLM FlashAttention 3: usable" if reason is None else f"vLLM FlashAttention 3 NOT usable: {reason}")
     except Exception as err:
-        print(f"vLLM FlashAttention check failed: {type(err).__name__}: {' '.join(str(err).split())[:300]}")
+        reason = f"the check failed: {type(err).__name__}: {' '.join(str(err).split())[:300]}"
+    if reason is None:
+        print("vLLM FlashAttention 3: usable")
+    else:
+        (work / "fa3.unusable").write_text(reason)
+        print(f"vLLM FlashAttention 3 NOT usable ({reason}); the verl and vllm eval steps use TRITON_ATTN")
 EOF
 
 TORCH_DEVICE=$([ "$DEVICE" = gpu ] && echo cuda || echo cpu)
@@ -219,12 +227,19 @@ if [ -f "$W/triton.failed" ]; then
               actor_rollout_ref.ref.fsdp_config.use_torch_compile=False)
   say "INFO verl: torch.compile off, Triton could not build a kernel here ($(head -c 200 "$W/triton.failed"))"
 fi
+# without FlashAttention 3 (the env step), vLLM's rollouts use its Triton attention instead
+TRITON_ATTN=()
+if [ -f "$W/fa3.unusable" ]; then
+  TRITON_ATTN=(+actor_rollout_ref.rollout.engine_kwargs.vllm.attention_backend=TRITON_ATTN)
+  say "INFO verl: vLLM attention TRITON_ATTN, FlashAttention 3 is not usable here ($(head -c 200 "$W/fa3.unusable"))"
+fi
 step verl verl "${THINKJ[@]}" train rl --engine verl --device "$DEVICE" --algo grpo --model "$W/judge" \
   --data "$W/rl.parquet" --val-data "$W/val.parquet" --out "$RUNS/verl" --nnodes 1 --gpus-per-node 1 \
   trainer.total_training_steps=3 data.train_batch_size=8 actor_rollout_ref.actor.ppo_mini_batch_size=8 \
   actor_rollout_ref.rollout.n=4 actor_rollout_ref.rollout.tensor_model_parallel_size=1 \
   actor_rollout_ref.rollout.enforce_eager=True actor_rollout_ref.rollout.gpu_memory_utilization=0.3 \
-  data.max_prompt_length=768 data.max_response_length=128 'trainer.logger=[console,file]' "${NO_COMPILE[@]}"
+  data.max_prompt_length=768 data.max_response_length=128 'trainer.logger=[console,file]' "${NO_COMPILE[@]}" \
+  "${TRITON_ATTN[@]}"
 
 # a verl run cut by its time limit can leave Ray's workers holding GPU memory that the next steps need (on the device
 # nothing else runs Ray; here, other tests may, so the CPU rehearsal leaves Ray alone)
@@ -245,6 +260,7 @@ for backend in hf vllm; do
   # vLLM's default on a GPU compiles the model (torch.compile, Triton) for CUDA graphs: eager where Triton cannot
   extra=()
   [ "$backend" = vllm ] && [ -f "$W/triton.failed" ] && extra=(--backend-arg enforce_eager=true)
+  [ "$backend" = vllm ] && [ -f "$W/fa3.unusable" ] && extra+=(--backend-arg attention_backend=TRITON_ATTN)
   step eval "eval-$backend" "${THINKJ[@]}" eval run synthetic --model "$EVAL_MODEL" --backend "$backend" \
     --data "$W/heldout.jsonl" --out "$RUNS/eval-$backend" --max-new-tokens 96 --profile tiny "${extra[@]}"
   if [ -n "$SHARED_DATA" ]; then

@@ -153,6 +153,22 @@ def test_device_run_turns_verls_torch_compile_off_where_triton_cannot_build(tmp_
             if line.startswith("DRY eval-")] == [False, True, False]  # hf, vllm, the comparison
 
 
+def test_device_run_asks_vllm_for_triton_attention_where_flashattention_3_is_not_usable(tmp_path):
+    # The kit drops FA2, so without FA3 vLLM's first-choice backend on sm90 would fail at its first forward.
+    assert "TRITON_ATTN" not in _dry_run(STEPS="verl eval", WORK=str(tmp_path))
+    (tmp_path / "fa3.unusable").write_text("FA3 is unavailable due to: libcuda.so.1: cannot open shared object file")
+    run = _dry_run(STEPS="verl eval", WORK=str(tmp_path))
+    verl = next(line for line in run.splitlines() if line.startswith("DRY verl:"))
+    assert verl.endswith(" +actor_rollout_ref.rollout.engine_kwargs.vllm.attention_backend=TRITON_ATTN")
+    assert "INFO verl: vLLM attention TRITON_ATTN, FlashAttention 3 is not usable here (FA3 is unavailable" in run
+    evals = [line for line in run.splitlines() if line.startswith("DRY eval-")]
+    assert ["attention_backend=TRITON_ATTN" in line for line in evals] == [False, True, False]
+    (tmp_path / "triton.failed").write_text("RuntimeError: Failed to find C compiler")  # both: both arguments
+    vllm_eval = next(line for line in _dry_run(STEPS="eval", WORK=str(tmp_path)).splitlines()
+                     if line.startswith("DRY eval-vllm:"))
+    assert vllm_eval.endswith("--backend-arg enforce_eager=true --backend-arg attention_backend=TRITON_ATTN")
+
+
 def test_the_plans_run_calls_cover_the_scripts_steps_within_the_call_limit(tmp_path, capsys):
     import re
 
