@@ -1,4 +1,4 @@
-"""Training data for the Table 3 baselines and the synthetic SFT fallback.
+"""Training data for the Table 3 baselines (the synthetic SFT examples of the demo are in thinkj.synthetic.sft_examples).
 
 * SFT w/o CoT: the ``direct_v2`` prompt and the verdict sentence only (no thinking) -> ``sft_direct.yaml``.
 * SFT w/ CoT (rejection sampling): a model samples ``n`` judge traces per comparison; only traces with the
