@@ -63,7 +63,7 @@ def main() -> None:
     start = time.monotonic()
     pairs = fact_task.make_pairs(args.n, seed=args.seed, split="train")
     write_sft_dataset(out / "data", "probe_judge", judge_sft_examples(pairs, args.template,
-                                                                            explain=RATIONALES[args.rationale]))
+                                                                      explain=RATIONALES[args.rationale]))
     model = run_stage("sft", "judge_sft", profile="smollm2-135m-instruct", run_dir=out, device="cpu",
                       cpu_bf16=args.bf16, overrides={
         "model_name_or_path": str(base), "dataset": "probe_judge", "dataset_dir": str(out / "data"),

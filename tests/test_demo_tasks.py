@@ -56,7 +56,7 @@ def test_a_wrong_side_argument_concludes_for_the_side_it_is_told():
         assert claim in text
     # the critic's wrong-side examples: rationale and verdict line agree with the side it was told
     examples = critic_sft_examples(pairs[:8], wrong_side_every=2, explain=fact_task.explain,
-                                         argue=fact_task.argue)
+                                   argue=fact_task.argue)
     for (_, output), pair in zip(examples[1::2], pairs[1:8:2]):
         told = parse(output).choice
         assert told != pair.label and f"so Response ({told}) is right." in output

@@ -84,6 +84,11 @@ class PreferencePair:
                 return message["content"]
         return ""
 
+    @property
+    def decided(self) -> bool:
+        """One response is the better one (label ``a`` or ``b``, not a tie): the pair has a right verdict to teach."""
+        return self.label in ("a", "b")
+
     def swapped(self) -> PreferencePair:
         """The same pair with the responses' positions exchanged (label follows its response)."""
         label = {"a": "b", "b": "a"}.get(self.label, self.label)

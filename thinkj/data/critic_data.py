@@ -47,7 +47,7 @@ def write_critic_data(seed_set: str | os.PathLike, out: str | os.PathLike, pairs
     shutil.copyfile(seed_set / entry["file_name"], out / entry["file_name"])
     register_dataset(out, SEED_SET_CRITIC, entry)
     wrong = critic_sft_examples(pairs[::every], template, wrong_side_every=1, explain=generated.explain,
-                                      argue=generated.argue)
+                                argue=generated.argue)
     n = write_sft_dataset(out, WRONG_SIDE, wrong)
     return {"seed_set_examples": len(read_json(out / entry["file_name"])), "wrong_side_examples": n, "task": task, "every": every,
             "datasets": f"{SEED_SET_CRITIC},{WRONG_SIDE}"}

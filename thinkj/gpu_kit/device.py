@@ -255,7 +255,7 @@ def image_line(manifest: dict, env: dict[str, str], python: str = sys.executable
 def with_extra(kit: list[Path], extra: list[Path]) -> list[Path]:
     """The kit's wheels and the extra ones; two versions of one package would stop pip, so that is refused here."""
     names = {wheel_package(w.name): w.name for w in kit}
-    clash = [f"{w.name} (the kit has {names[_name(w.name.split('-')[0])]})" for w in extra
+    clash = [f"{w.name} (the kit has {names[wheel_package(w.name)]})" for w in extra
              if wheel_package(w.name) in names]
     if clash:
         raise KitError(f"extra wheels the kit already carries: {', '.join(clash)}")

@@ -25,7 +25,7 @@ DIRECT_TEMPLATE = "direct_v2"
 
 
 def _decided(pairs: Iterable[PreferencePair]) -> list[PreferencePair]:
-    return [p for p in pairs if p.label in ("a", "b")]
+    return [p for p in pairs if p.decided]
 
 
 def direct_sft_examples(pairs: Iterable[PreferencePair], template: str = DIRECT_TEMPLATE) -> list[tuple[Messages, str]]:

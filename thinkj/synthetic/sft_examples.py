@@ -20,7 +20,7 @@ def judge_sft_examples(pairs: Iterable[PreferencePair], template: str = "judge_s
     strength = tmpl.answer.strength != "forbidden"
     explain = explain or fruit_task.explain
     return [(tmpl.render(p), judge_output(explain(p), p.label, p.strength if strength else None))
-            for p in pairs if p.label in ("a", "b")]
+            for p in pairs if p.decided]
 
 
 def critic_sft_examples(pairs: Iterable[PreferencePair], template: str = "critic_strength_v2", *,
@@ -42,7 +42,7 @@ def critic_sft_examples(pairs: Iterable[PreferencePair], template: str = "critic
     strength = tmpl.answer.strength != "forbidden"
     explain = explain or fruit_task.explain
     out = []
-    for i, p in enumerate(p for p in pairs if p.label in ("a", "b")):
+    for i, p in enumerate(p for p in pairs if p.decided):
         wrong = wrong_side_every > 0 and i % wrong_side_every == wrong_side_every - 1
         told = ("b" if p.label == "a" else "a") if wrong else p.label
         # As in the critic-guided construction: the right side comes with its strength, the wrong side without.
