@@ -4,6 +4,7 @@ both orders, flips as ties, unparsed answers, failures, strength weights, anchor
 from __future__ import annotations
 
 import asyncio
+import itertools
 
 import pytest
 
@@ -11,6 +12,7 @@ from thinkj.rewards.designs.pairwise_group import (
     REF,
     OrderVerdict,
     bradley_terry,
+    content_order,
     group_rewards,
     judge_calls,
     read_answer,
@@ -102,8 +104,10 @@ def test_failures_are_left_out_never_scored():
 
 
 def test_anchor_first_and_reference():
-    scores, _, _ = run([B, A, C], Scripted(), scheme="anchor", anchor="first")
-    assert scores == [0.5, 1.0, 0.0]  # the anchor gets its record against the others: mean(0, 1)
+    # content order of [A, "meh", B] is B, A, meh (SHA-256 770e.., dcaf.., f652..): B is the anchor, whatever its place
+    assert content_order([A, "meh", B]) == [2, 0, 1]
+    scores, _, _ = run([A, "meh", B], Scripted(), scheme="anchor", anchor="first")
+    assert scores == [1.0, 0.0, 0.5]  # the anchor gets its record against the others: mean(0, 1)
     judge = Scripted()
     scores, _, comps = run([A, C, B], judge, scheme="anchor", anchor="reference", reference=B)
     assert scores == [1.0, 0.0, 0.5] and len(judge.asked) == 4 and {c.y for c in comps} == {REF}
@@ -114,16 +118,33 @@ def test_anchor_first_and_reference():
 
 
 def test_knockout_bracket_byes_and_ties():
+    # the bracket is seeded in content order: C, B, D, A (SHA-256 2f05.., 770e.., ad66.., dcaf..)
+    assert content_order([C, A, B, D]) == [0, 2, 3, 1]
     judge = Scripted()
     scores, _, comps = run([C, A, B, D], judge, scheme="knockout")
-    # round 1: A beats C, D beats B; final: D beats A. Two rounds.
-    assert scores == [0.0, 0.5, 0.0, 1.0] and len(comps) == 3 and len(judge.asked) == 6
+    # round 1: B beats C, D beats A; final: D beats B. Two rounds.
+    assert scores == [0.0, 0.0, 0.5, 1.0] and len(comps) == 3 and len(judge.asked) == 6
     scores, _, _ = run([A, C, B], Scripted(), scheme="knockout")
-    # round 1: A beats C, B has a bye (a win); final: A beats B
+    # seeds C, B, A: round 1: B beats C, A has a bye (a win); final: A beats B
     assert scores == [1.0, 0.0, 0.5]
     scores, _, _ = run([B, B], Scripted(), scheme="knockout")
     assert scores == [0.5, 0.5]
     assert run([A], Scripted(), scheme="knockout")[0] == [0.5]
+
+
+@pytest.mark.parametrize("scheme,anchor", [("knockout", "first"), ("anchor", "first")])
+def test_a_groups_rewards_do_not_depend_on_the_order_its_members_arrive_in(scheme, anchor):
+    """verl hands a group's rollouts to the reward manager in the order they finish: every order, same rewards."""
+    texts = [C, A, B, D, "meh", "good bad"]
+    base = dict(zip(texts, run(texts, Scripted(), scheme=scheme, anchor=anchor)[0]))
+    for perm in itertools.permutations(range(len(texts))):
+        order = [texts[i] for i in perm]
+        assert dict(zip(order, run(order, Scripted(), scheme=scheme, anchor=anchor)[0])) == base
+    # identical texts may trade rewards with arrival; the rewards they share do not change
+    dup = [A, B, C, B]
+    shares = sorted(run(dup, Scripted(), scheme=scheme, anchor=anchor)[0])
+    assert all(sorted(run([dup[i] for i in p], Scripted(), scheme=scheme, anchor=anchor)[0]) == shares
+               for p in itertools.permutations(range(4)))
 
 
 @pytest.mark.parametrize("g", [2, 3, 4, 5, 6])

@@ -24,15 +24,18 @@ scheme                 reward of completion i                                   
 =====================  ===========================================================  =======================
 round_robin            mean of v(i, j) over all j != i (its win rate)               G(G-1)
 anchor, reference      v(i, reference) (the data's reference answer)               2G
-anchor, first          v(i, 0) for i > 0; the first sample gets mean of v(0, j)    2(G-1)
+anchor, first          v(i, f) for i != f; f gets mean of v(f, j) (f: see below)   2(G-1)
 knockout               (sum of v over its matches + byes) / ceil(log2 G)            2(G-1), in log2 G rounds
 =====================  ===========================================================  =======================
 
-Knockout seeds the bracket in sampling order (the completions are independent samples, so this is a random
-draw), pairs neighbours each round and gives an odd one out a bye (worth a win). The higher v advances; a tie
-or a failed match advances the earlier-seeded one and is worth 0.5 to both. Under verl the order is the one in which
-the rollouts reach the reward manager (``adapters/verl_group.py``), which its concurrent loop does not fix: the same
-group can be drawn differently from run to run; round robin does not depend on the order.
+**Content order.** Knockout's bracket and ``anchor=first``'s anchor f come from the members sorted by the SHA-256 of
+their texts (``content_order``; f is the first of them): a draw as good as random with respect to quality, but fixed
+by the texts alone. So a group's rewards do not depend on the order in which its members arrive. That order is not
+fixed under verl, whose concurrent reward loop hands rollouts to the manager (``adapters/verl_group.py``) as they
+finish, and TRL and verl score the same group alike. Only identical texts can trade rewards with arrival (position
+breaks equal hashes), which leaves the group's update unchanged. Knockout pairs neighbours each round and gives an odd
+one out a bye (worth a win). The higher v advances; a tie or a failed match advances the earlier-seeded one and is
+worth 0.5 to both.
 
 **Bradley-Terry** (``bradley_terry=True``): instead of the plain averages, fit one strength per completion (and
 the reference) to all the group's comparisons (v wins for X and 1-v for Y, so ties are half wins; Hunter's MM
@@ -61,6 +64,7 @@ same ``cache_path`` would get the old judge's answers).
 
 from __future__ import annotations
 
+import hashlib
 import math
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
@@ -240,11 +244,18 @@ def _plain_scores(n: int, comparisons: list[Comparison]) -> list[float]:
     return [_mean(values[i]) for i in range(n)]
 
 
+def content_order(texts: list[str]) -> list[int]:
+    """Member indices in the order of their texts' SHA-256 (position breaks equal texts): knockout's seeding and
+    ``anchor=first``'s anchor (the first in this order)."""
+    digests = [hashlib.sha256(t.encode("utf-8")).digest() for t in texts]
+    return sorted(range(len(texts)), key=lambda i: (digests[i], i))
+
+
 async def _knockout(judge: PairJudge, texts: dict[int, str], n: int,
                     weight_strength: bool) -> tuple[list[float], list[Comparison]]:
     rounds = math.ceil(math.log2(n)) if n > 1 else 0
     credit = [0.0] * n
-    alive = list(range(n))
+    alive = content_order([texts[i] for i in range(n)])
     played: list[Comparison] = []
     while len(alive) > 1:
         matches = [(alive[k], alive[k + 1]) for k in range(0, len(alive) - 1, 2)]
@@ -284,7 +295,8 @@ async def group_rewards(texts: list[str], judge: PairJudge, *, scheme: str = "ro
             pool[REF] = reference
             pairs = [(i, REF) for i in range(n)]
         else:
-            pairs = [(i, 0) for i in range(1, n)]
+            first = content_order(texts)[0] if n else 0
+            pairs = [(i, first) for i in range(n) if i != first]
         comparisons = await compare(judge, pool, pairs, weight_strength)
         scores = _plain_scores(n, comparisons)
     win_rates = list(scores)
