@@ -160,7 +160,7 @@ def test_critic_data_adds_wrong_side_examples_beside_the_seed_sets(tmp_path):
     from thinkj.records import write_jsonl
     from thinkj.synthetic.fruit_task import make_pairs
 
-    pairs = [p for p in make_pairs(12, seed=1) if p.label in ("a", "b")]
+    pairs = [p for p in make_pairs(12, seed=1) if p.decided]
     write_jsonl(tmp_path / "train.jsonl", pairs)
     seed_set = tmp_path / "seed_set"
     write_sft_dataset(seed_set, "thinkj_critic_sft", [([{"role": "user", "content": "q"}], "t")])

@@ -69,7 +69,7 @@ def check_hf_judge(judge: Path, device: str) -> tuple[bool, str]:
 
     backend = HFBackend(judge, device=device, dtype="bfloat16", batch_size=16)
     weights = next(backend.model.parameters())
-    pairs = [p for p in make_pairs(3 * PAIRS, seed=101) if p.label in ("a", "b")][:PAIRS]
+    pairs = [p for p in make_pairs(3 * PAIRS, seed=101) if p.decided][:PAIRS]
     start = time.monotonic()
     records = judge_both_orders(backend, pairs, "judge_strength_v1", SamplingParams(max_new_tokens=96))
     wall = time.monotonic() - start
@@ -86,7 +86,7 @@ def check_grpo(judge: Path, work: Path, device: str) -> tuple[bool, str]:
     from thinkj.synthetic.fruit_task import make_pairs
 
     data = work / "grpo_pairs.jsonl"
-    write_jsonl(data, [p for p in make_pairs(24, seed=202) if p.label in ("a", "b")][:8])
+    write_jsonl(data, [p for p in make_pairs(24, seed=202) if p.decided][:8])
     start = time.monotonic()
     summary = run_trl_grpo(GRPORun(model=str(judge), data=str(data), out_dir=str(work / "grpo"), steps=2,
                                    num_generations=4, prompts_per_step=2, max_completion_length=64,
@@ -128,7 +128,7 @@ def check_sampling(base: Path, work: Path, device: str) -> tuple[bool, str]:
     del backend
 
     data = work / "flat_pairs.jsonl"
-    write_jsonl(data, [p for p in make_pairs(12, seed=3) if p.label in ("a", "b")][:4])
+    write_jsonl(data, [p for p in make_pairs(12, seed=3) if p.decided][:4])
     rows, _ = load_rl_rows(data)
     run = GRPORun(model=str(flat), data=str(data), out_dir=str(work / "flat_grpo"))
     config = _grpo_config(run, work / "flat_grpo_ckpt", cpu=device == "cpu")

@@ -84,7 +84,7 @@ def run_traces(pairs_path: str | os.PathLike, out_path: str | os.PathLike, *, mo
                           "API key is not set (pass --api-key-env '' for a server that needs no key)")
     all_pairs = load_pairs(pairs_path)
     out_path.parent.mkdir(parents=True, exist_ok=True)
-    pairs = [p for p in all_pairs if p.label in ("a", "b")]  # a tie has no right side to filter on
+    pairs = [p for p in all_pairs if p.decided]  # a tie has no right side to filter on
     cache = ResultCache(cache_path or out_path.with_suffix(".cache.sqlite"))
     backend = OpenAIChatBackend(model, base_url, api_key_env=api_key_env, max_concurrency=max_concurrency, timeout=timeout,
                                 max_retries=max_retries, backoff=backoff, max_backoff=max_backoff, cache=cache, tag=template,

@@ -193,7 +193,7 @@ def scalar_records(scorer: ScalarScorer, pairs: list[PreferencePair], cache: Res
             record = {"item_id": pair.id, "order": order, "sample": 0, "gold": gold, "verdict": verdict,
                       "score_a": first, "score_b": second, "correct": verdict == gold, "too_long": long,
                       "template": None, "model": scorer.name, "scorer": scorer.kind, "sampling": None}
-            if pair.label in ("a", "b") and not long:
+            if pair.decided and not long:
                 record["score_chosen"], record["score_rejected"] = (score_a, score_b) if pair.label == "a" else (score_b, score_a)
             if fields is not None:
                 record.update(fields(pair))

@@ -50,10 +50,10 @@ def default_corpus() -> list[str]:
     for pair in make_pairs(64, seed=12345, asked=("fruit", "animal", "color", "tool", "country", "instrument")):
         for name in CORPUS_TEMPLATES:
             template = get_template(name)
-            verdict = pair.label if pair.label in ("a", "b") else "a"
+            verdict = pair.label if pair.decided else "a"
             for message in template.render(pair, verdict, pair.strength):
                 texts.append(message["content"])
-        choice = pair.label if pair.label in ("a", "b") else "a"
+        choice = pair.label if pair.decided else "a"
         texts.append(judge_output(explain(pair), choice, pair.strength))
         texts.append(scores_sentence(30, 70))
     return texts
@@ -158,7 +158,7 @@ def finetune_tiny_judge(base: str | Path, out: str | Path, steps: int = 120, see
     template = get_template("judge_strength_v1")
     examples = []
     for pair in make_pairs(256, seed=seed + 7):
-        if pair.label not in ("a", "b"):
+        if not pair.decided:
             continue
         prompt = tokenizer.apply_chat_template(template.render(pair), add_generation_prompt=True, tokenize=True,
                                                return_dict=True)["input_ids"]

@@ -110,7 +110,7 @@ def critic_guided_pairs(pairs: list[PreferencePair], judge: InferenceBackend, cr
                                "judge_sampling": judge_params.to_dict(), "critic_sampling": critic_params.to_dict()})
     views = []
     for order, view in make_views(pairs, orders):
-        if view.label not in ("a", "b"):
+        if not view.decided:
             result.counts["dropped: tie label"] += 1
             result.log.append({"item_id": view.id, "order": order, "case": "tie", "kept": False, "why": "tie label"})
             continue
@@ -190,8 +190,8 @@ def sampling_pairs(pairs: list[PreferencePair], judge: InferenceBackend, *, n: i
     result = PairSet(settings={"judge": judge.name, "judge_template": judge_template, "orders": list(orders),
                                "sampling": params.to_dict(), "pairs_per_view": pairs_per_view})
     views = make_views(pairs, orders)
-    ties = [(o, v) for o, v in views if v.label not in ("a", "b")]
-    views = [(o, v) for o, v in views if v.label in ("a", "b")]
+    ties = [(o, v) for o, v in views if not v.decided]
+    views = [(o, v) for o, v in views if v.decided]
     result.counts["dropped: tie label"] += len(ties)
     prompts = [jt.render(view) for _, view in views]
     outputs = judge.generate(prompts, params) if prompts else []
