@@ -199,23 +199,19 @@ import sys
 from pathlib import Path
 from thinkj.export.llamafactory import write_preference_dataset, write_sft_dataset
 from thinkj.models.tiny import build_tiny_model, finetune_tiny_judge
-from thinkj.prompts import get_template, judge_output
 from thinkj.records import write_jsonl
-from thinkj.synthetic.fruit_task import explain, make_pairs
-from thinkj.synthetic.sft_examples import judge_sft_examples
+from thinkj.synthetic.fruit_task import make_pairs
+from thinkj.synthetic.sft_examples import judge_dpo_examples, judge_sft_examples
 
 work = Path(sys.argv[1])
 base = build_tiny_model(work / "tiny", seed=0)
 finetune_tiny_judge(base, work / "judge", device=sys.argv[2])  # writes verdicts, so rewards and accuracy are not all 0
-pairs = [p for p in make_pairs(96, seed=202) if p.label in ("a", "b")]
+pairs = [p for p in make_pairs(96, seed=202) if p.decided]
 write_jsonl(work / "rl_pairs.jsonl", pairs[:48])
 write_jsonl(work / "heldout.jsonl", pairs[48:80])
 lf = work / "lf"
-judge = get_template("judge_strength_v2")
 write_sft_dataset(lf, "thinkj_judge_sft", judge_sft_examples(pairs[:16]))
-write_preference_dataset(lf, "thinkj_dpo", [
-    (judge.render(p), judge_output(explain(p), p.label, p.strength),
-     judge_output(explain(p), "b" if p.label == "a" else "a", p.strength)) for p in pairs[:16]])
+write_preference_dataset(lf, "thinkj_dpo", judge_dpo_examples(pairs[:16]))
 print("prep done:", work)
 EOF
 step prep prep-parquet "${THINKJ[@]}" data verl-parquet "$W/rl_pairs.jsonl" "$W/rl.parquet" --val-out "$W/val.parquet"

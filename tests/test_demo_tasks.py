@@ -62,6 +62,24 @@ def test_a_wrong_side_argument_concludes_for_the_side_it_is_told():
         assert told != pair.label and f"so Response ({told}) is right." in output
 
 
+def test_judge_dpo_examples_prefer_the_gold_verdict_and_skip_ties():
+    from dataclasses import replace
+
+    from thinkj.synthetic.sft_examples import judge_dpo_examples
+    from thinkj.verdict_parser import parse_verdict as parse
+
+    pairs = fact_task.make_pairs(6, seed=3)
+    tie = replace(pairs[0], id="tie", label="tie")
+    examples = judge_dpo_examples([*pairs, tie], "judge_strength_v1", explain=fact_task.explain)
+    assert len(examples) == len(pairs)  # the tie has no right verdict to prefer
+    fmt = get_template("judge_strength_v1").answer
+    for (prompt, chosen, rejected), pair in zip(examples, pairs):
+        assert prompt == get_template("judge_strength_v1").render(pair)
+        assert parse(chosen, fmt, strict=True).choice == pair.label
+        assert parse(rejected, fmt, strict=True).choice == ("b" if pair.label == "a" else "a")
+        assert chosen.split("Therefore")[0] == rejected.split("Therefore")[0]  # the same rationale
+
+
 def test_scripted_teacher_judges_the_facts_task():
     task, judge = get_task("facts"), get_template("judge_strength_v1")
     config = TeacherConfig(error_rate=0.0, empty_explanation_rate=0.0, task="facts")

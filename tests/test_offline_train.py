@@ -14,8 +14,8 @@ import pytest
 from thinkj.export.llamafactory import write_preference_dataset, write_sft_dataset
 from thinkj.offline.baselines import bt_examples
 from thinkj.prompts import get_template, judge_output
-from thinkj.synthetic.fruit_task import explain, make_pairs
-from thinkj.synthetic.sft_examples import critic_sft_examples, judge_sft_examples
+from thinkj.synthetic.fruit_task import make_pairs
+from thinkj.synthetic.sft_examples import critic_sft_examples, judge_dpo_examples, judge_sft_examples
 from thinkj.verdict_parser import parse_verdict
 
 pytestmark = pytest.mark.slow
@@ -28,12 +28,9 @@ STEPS = {"max_steps": 2, "per_device_train_batch_size": 2, "gradient_accumulatio
 def data_dir(tmp_path_factory):
     out = tmp_path_factory.mktemp("lf")
     pairs = make_pairs(8, seed=5)
-    judge = get_template("judge_strength_v2")
     write_sft_dataset(out, "thinkj_judge_sft", judge_sft_examples(pairs))
     write_sft_dataset(out, "thinkj_critic_sft", critic_sft_examples(pairs))
-    write_preference_dataset(out, "thinkj_dpo", [
-        (judge.render(p), judge_output(explain(p), p.label, p.strength),
-         judge_output(explain(p), "b" if p.label == "a" else "a", p.strength)) for p in pairs])
+    write_preference_dataset(out, "thinkj_dpo", judge_dpo_examples(pairs))
     write_preference_dataset(out, "thinkj_bt", bt_examples(pairs))
     return out
 

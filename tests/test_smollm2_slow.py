@@ -41,16 +41,12 @@ def model_dir() -> Path:
 @pytest.fixture(scope="module")
 def data_dir(tmp_path_factory) -> Path:
     from thinkj.export.llamafactory import write_preference_dataset, write_sft_dataset
-    from thinkj.prompts import get_template, judge_output
-    from thinkj.synthetic.sft_examples import judge_sft_examples
+    from thinkj.synthetic.sft_examples import judge_dpo_examples, judge_sft_examples
 
     out = tmp_path_factory.mktemp("lf")
     pairs = fact_task.make_pairs(4, seed=3)
     write_sft_dataset(out, "judge", judge_sft_examples(pairs, explain=fact_task.explain))
-    judge = get_template("judge_strength_v1")
-    write_preference_dataset(out, "dpo", [
-        (judge.render(p), judge_output(fact_task.explain(p), p.label, p.strength),
-         judge_output(fact_task.explain(p), "b" if p.label == "a" else "a", p.strength)) for p in pairs])
+    write_preference_dataset(out, "dpo", judge_dpo_examples(pairs, "judge_strength_v1", explain=fact_task.explain))
     write_jsonl(out / "rl.jsonl", pairs)
     write_jsonl(out / "test.jsonl", fact_task.make_pairs(4, seed=3, split="test"))
     return out

@@ -1,4 +1,5 @@
-"""Judge and critic SFT examples written from a generated task's gold verdicts, for when no teacher traces exist.
+"""Judge and critic SFT examples (and plain DPO pairs) written from a generated task's gold verdicts, for when no
+teacher traces exist.
 
 The rationale is the task's rule (``explain``; the fruit task's by default), so the demo and the CPU rehearsal can
 train an initial judge and a critic without an R1 endpoint. Only decided pairs (label ``a`` or ``b``) give examples.
@@ -50,3 +51,18 @@ def critic_sft_examples(pairs: Iterable[PreferencePair], template: str = "critic
         rationale = argue(p, told) if wrong and argue else explain(p)
         out.append((prompt, judge_output(rationale, told, p.strength if strength else None)))
     return out
+
+
+def judge_dpo_examples(pairs: Iterable[PreferencePair], template: str = "judge_strength_v2", *,
+                       explain: Callable[[PreferencePair], str] | None = None) -> list[tuple[Messages, str, str]]:
+    """(prompt, chosen, rejected) for exercising a DPO stage: the right verdict against the wrong one, same rationale.
+
+    The pair differs in the verdict line alone, so it checks that an engine trains on preferences, not what the
+    paper's critic-guided pairs (``thinkj.offline.critic_pairs``) teach.
+    """
+    tmpl = get_template(template)
+    strength = tmpl.answer.strength != "forbidden"
+    explain = explain or fruit_task.explain
+    return [(tmpl.render(p), *(judge_output(explain(p), side, p.strength if strength else None)
+                               for side in (p.label, "b" if p.label == "a" else "a")))
+            for p in pairs if p.decided]
