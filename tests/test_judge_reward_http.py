@@ -5,6 +5,7 @@ adapter and through verl's own reward managers (run in-process, without ray)."""
 from __future__ import annotations
 
 import asyncio
+import itertools
 import re
 import socket
 import threading
@@ -31,8 +32,9 @@ def merit(text: str) -> int:
 
 class ScriptedJudge:
     """GRM prompts: pass k (the request's seed) 0 = wrong count, 1 = a score of 11, 2 = HTTP 500 on the first try;
-    valid passes give good -> 8 + k % 2, bad -> 2, else 5. Pairwise prompts: the side with more merit wins with
-    strength |difference| (1-3); a draw always goes to (a), a position bias that both orders must cancel."""
+    valid passes give good -> 8 + k % 2, bad -> 2, else 5; a conversation saying POSBIAS gets reply k scored k.
+    Pairwise prompts: the side with more merit wins with strength |difference| (1-3); a draw always goes to (a), a
+    position bias that both orders must cancel."""
 
     def __init__(self):
         self.requests = 0
@@ -49,9 +51,11 @@ class ScriptedJudge:
                 self.failed_once.add(content)
                 return web.Response(status=500, text="overloaded")
             scores = [8 + seed % 2 if "good" in r else 2 if "bad" in r else 5 for r in replies]
-            if seed == 0:
+            if "POSBIAS" in content:  # a judge that scores by position alone: reply k gets k
+                scores = list(range(1, len(replies) + 1))
+            elif seed == 0:
                 scores = scores[:-1]
-            if seed == 1:
+            elif seed == 1:
                 scores[0] = 11
             answer = f"Analysis: compared.\nScores: \\boxed{{{', '.join(map(str, scores))}}}"
         else:
@@ -125,6 +129,22 @@ def test_grm_listwise_drops_bad_passes_retries_and_maps(judge_server):
     assert scores[:3] == pytest.approx([1.4, -0.6, 0.0])
     assert reward.last_metrics["n_valid_passes"] == 4 and reward.last_metrics["judge_failure_rate"] == 0.0
     assert judge.requests - before == 2 * (6 + 1)  # two groups, six passes each, one retried after HTTP 500
+
+
+def test_grm_rewards_do_not_follow_the_order_the_group_arrives_in(judge_server):
+    """verl hands a group's rollouts over as they finish; a judge that scores by position must not make that order
+    the reward: the replies are listed in content order, so every arrival order gives each text the same reward."""
+    _, url = judge_server
+    grm = get_group_reward("grm_listwise")
+    texts = ["first text", "second text", "third text", "fourth text"]
+
+    def rewards(order):
+        out = grm.score("POSBIAS", order, [None] * len(order), base_url=url, n_iter=1, **FAST)
+        return {t: r["score"] for t, r in zip(order, out)}
+
+    base = rewards(texts)
+    assert sorted(base.values()) == pytest.approx([map_score(k) for k in (1, 2, 3, 4)])  # the bias is there to follow
+    assert all(rewards([texts[i] for i in perm]) == base for perm in itertools.permutations(range(4)))
 
 
 def test_grm_answer_tag_and_unreachable_server(judge_server):

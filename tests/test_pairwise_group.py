@@ -8,11 +8,11 @@ import itertools
 
 import pytest
 
+from thinkj.rewards.designs.group_order import content_order
 from thinkj.rewards.designs.pairwise_group import (
     REF,
     OrderVerdict,
     bradley_terry,
-    content_order,
     group_rewards,
     judge_calls,
     read_answer,

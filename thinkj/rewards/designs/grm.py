@@ -4,9 +4,12 @@ candidate of a group, several passes are averaged, and the average maps to the p
 For a group of n completions of one prompt:
 
 1. Build one prompt (template ``grm_listwise_v1``: the conversation, then ``[Response i]`` blocks) asking for
-   an analysis and then ``\\boxed{s1, ..., sn}`` with integers 1-10. With ``answer_tag`` set (the seed uses
-   ``answer``) only the text inside ``<answer>..</answer>`` is shown, "I do not know" when it is missing,
-   and a group where no completion has the tag gets all zeros without calling the judge (the seed's rule).
+   an analysis and then ``\\boxed{s1, ..., sn}`` with integers 1-10. The replies are listed in content order
+   (``group_order.content_order``), and each score is mapped back to its completion. The seed lists them in
+   sampling order; under verl that would be the order the rollouts arrive in, which changes from run to run, and
+   the judge's position bias would follow it. With ``answer_tag`` set (the seed uses ``answer``) only the text
+   inside ``<answer>..</answer>`` is shown, "I do not know" when it is missing, and a group where no completion
+   has the tag gets all zeros without calling the judge (the seed's rule).
 2. Send it ``n_iter`` times concurrently (temperature ``temperature``; requests bounded by ``concurrency``;
    connection errors, timeouts, 429 and 5xx retried ``retries`` times with backoff).
 3. Parse each pass (:func:`parse_listwise_scores`: the first ``\\boxed{..}``, else the last line that
@@ -35,6 +38,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from thinkj.rewards.designs.group_order import content_order
 from thinkj.rewards.designs.judge_http import GUARD_DEFAULTS, judge_batch
 
 GRM_TEMPLATE = "grm_listwise_v1"
@@ -125,7 +129,9 @@ async def grm_listwise_group(prompt: Any, texts: list[str], ground_truths: list[
     if answer_tag and not any(found):
         return [{"score": 0.0, "raw_score": 0.0, "n_valid_passes": 0, "n_passes": 0, "answer_found": 0.0,
                  "judge_failure_rate": 0.0, "judge_latency_s": 0.0}] * n
-    messages = listwise_messages(prompt, list(shown))
+    order = content_order(list(texts))  # reply k of the prompt is completion order[k]
+    place = {i: k for k, i in enumerate(order)}
+    messages = listwise_messages(prompt, [shown[i] for i in order])
     batch = await judge_batch([messages], n=n_iter, base_url=base_url, model=model, api_key_env=api_key_env,
                               temperature=temperature, max_tokens=max_tokens, concurrency=concurrency, retries=retries,
                               timeout_s=timeout_s, backoff_s=backoff_s, with_reasoning=False,
@@ -135,7 +141,7 @@ async def grm_listwise_group(prompt: Any, texts: list[str], ground_truths: list[
     valid = [p for p in passes if valid_pass(p, n, score_min, score_max)]
     results = []
     for i in range(n):
-        raw = sum(p[i] for p in valid) / len(valid) if valid else 0.0
+        raw = sum(p[place[i]] for p in valid) / len(valid) if valid else 0.0
         results.append({"score": map_score(raw), "raw_score": float(raw), "n_valid_passes": len(valid),
                         "n_passes": n_iter, "answer_found": float(found[i]),
                         "judge_failure_rate": batch.failure_rate, "judge_latency_s": batch.latency_s})

@@ -29,13 +29,13 @@ knockout               (sum of v over its matches + byes) / ceil(log2 G)        
 =====================  ===========================================================  =======================
 
 **Content order.** Knockout's bracket and ``anchor=first``'s anchor f come from the members sorted by the SHA-256 of
-their texts (``content_order``; f is the first of them): a draw as good as random with respect to quality, but fixed
-by the texts alone. So a group's rewards do not depend on the order in which its members arrive. That order is not
-fixed under verl, whose concurrent reward loop hands rollouts to the manager (``adapters/verl_group.py``) as they
-finish, and TRL and verl score the same group alike. Only identical texts can trade rewards with arrival (position
-breaks equal hashes), which leaves the group's update unchanged. Knockout pairs neighbours each round and gives an odd
-one out a bye (worth a win). The higher v advances; a tie or a failed match advances the earlier-seeded one and is
-worth 0.5 to both.
+their texts (``group_order.content_order``; f is the first of them): a draw as good as random with respect to
+quality, but fixed by the texts alone. So a group's rewards do not depend on the order in which its members arrive.
+That order is not fixed under verl, whose concurrent reward loop hands rollouts to the manager
+(``adapters/verl_group.py``) as they finish, and TRL and verl score the same group alike. Only identical texts can
+trade rewards with arrival (position breaks equal hashes), which leaves the group's update unchanged. Knockout pairs
+neighbours each round and gives an odd one out a bye (worth a win). The higher v advances; a tie or a failed match
+advances the earlier-seeded one and is worth 0.5 to both.
 
 **Bradley-Terry** (``bradley_terry=True``): instead of the plain averages, fit one strength per completion (and
 the reference) to all the group's comparisons (v wins for X and 1-v for Y, so ties are half wins; Hunter's MM
@@ -64,7 +64,6 @@ same ``cache_path`` would get the old judge's answers).
 
 from __future__ import annotations
 
-import hashlib
 import math
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
@@ -72,6 +71,7 @@ from typing import Any
 
 from thinkj.prompts import get_template
 from thinkj.records import PreferencePair
+from thinkj.rewards.designs.group_order import content_order
 from thinkj.rewards.designs.judge_http import GUARD_DEFAULTS, guard_settings, judge_batch
 from thinkj.verdict_parser import STRENGTH_RANGE, parse_verdict
 
@@ -242,13 +242,6 @@ def _plain_scores(n: int, comparisons: list[Comparison]) -> list[float]:
         if c.y != REF:
             values[c.y].append(1 - c.value)
     return [_mean(values[i]) for i in range(n)]
-
-
-def content_order(texts: list[str]) -> list[int]:
-    """Member indices in the order of their texts' SHA-256 (position breaks equal texts): knockout's seeding and
-    ``anchor=first``'s anchor (the first in this order)."""
-    digests = [hashlib.sha256(t.encode("utf-8")).digest() for t in texts]
-    return sorted(range(len(texts)), key=lambda i: (digests[i], i))
 
 
 async def _knockout(judge: PairJudge, texts: dict[int, str], n: int,
