@@ -18,7 +18,8 @@
 #          run on the GPU (without it verl's actor runs without torch.compile and vLLM judges eager, said in the
 #          log), and whether vLLM's FlashAttention 3 loads (without it, as the kit has no FA2, both vLLM steps ask
 #          for its TRITON_ATTN backend, said in the log); then the tiny model (hidden 128: vLLM needs head_dim >= 64),
-#          its judge (the project's SFT helper), fruit pairs, the verl parquet and the LlamaFactory datasets (as tests/test_offline_train.py writes them)
+#          its judge (the project's SFT helper), fruit pairs, the verl parquet and the LlamaFactory datasets (the
+#          judge SFT examples and the plain DPO pairs of thinkj.synthetic.sft_examples)
 #   verl   thinkj train rl --engine verl: GRPO, 3 steps, 1 node x 1 GPU, vLLM rollout (enforce_eager), a checkpoint,
 #          metrics to the console and files (the kit leaves tensorboard out);
 #          then scripts/merge_verl_checkpoint.sh turns it into a Hugging Face folder (verl-merge)

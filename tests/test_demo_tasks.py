@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from thinkj.evaluation.row_compare import learning_checks, row_metrics
 from thinkj.prompts import get_template
 from thinkj.synthetic import fact_task
@@ -72,6 +74,8 @@ def test_judge_dpo_examples_prefer_the_gold_verdict_and_skip_ties():
     tie = replace(pairs[0], id="tie", label="tie")
     examples = judge_dpo_examples([*pairs, tie], "judge_strength_v1", explain=fact_task.explain)
     assert len(examples) == len(pairs)  # the tie has no right verdict to prefer
+    with pytest.raises(ValueError, match="no wrong side"):
+        tie.wrong_side  # noqa: B018
     fmt = get_template("judge_strength_v1").answer
     for (prompt, chosen, rejected), pair in zip(examples, pairs):
         assert prompt == get_template("judge_strength_v1").render(pair)

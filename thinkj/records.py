@@ -89,6 +89,13 @@ class PreferencePair:
         """One response is the better one (label ``a`` or ``b``, not a tie): the pair has a right verdict to teach."""
         return self.label in ("a", "b")
 
+    @property
+    def wrong_side(self) -> str:
+        """The response that is not the better one (``a`` or ``b``); only a decided pair has one."""
+        if not self.decided:
+            raise ValueError(f"pair {self.id}: label {self.label!r} names no better response, so it has no wrong side")
+        return "b" if self.label == "a" else "a"
+
     def swapped(self) -> PreferencePair:
         """The same pair with the responses' positions exchanged (label follows its response)."""
         label = {"a": "b", "b": "a"}.get(self.label, self.label)

@@ -104,7 +104,7 @@ def canary_rl_pairs(n: int, seed: int, *, control: str | None = None) -> list[Pr
     if control is None:
         return pairs
     if control == "flipped":
-        return [replace(p, label={"a": "b", "b": "a"}[p.label]) for p in pairs]
+        return [replace(p, label=p.wrong_side) for p in pairs]
     if control != "shuffled":
         raise ValueError(f"control {control!r}: choose one of {', '.join(CONTROLS)} (or None for the right golds)")
     labels = (["a", "b"] * (n // 2 + 1))[:n]
@@ -226,8 +226,7 @@ def verdict_probabilities(model_dir: str | Path, n_pairs: int = 64) -> list[floa
             answers = {c: tokenizer(judge_output(explain(shown), c, shown.strength), add_special_tokens=False)
                        ["input_ids"] for c in "ab"}
             at = next(i for i, (x, y) in enumerate(zip(answers["a"], answers["b"])) if x != y)
-            wrong = "b" if shown.label == "a" else "a"
-            items.append((prompt + answers["a"][:at], answers[shown.label][at], answers[wrong][at]))
+            items.append((prompt + answers["a"][:at], answers[shown.label][at], answers[shown.wrong_side][at]))
     width = max(len(ids) for ids, _, _ in items)
     ids = torch.full((len(items), width), tokenizer.pad_token_id)
     mask = torch.zeros((len(items), width), dtype=torch.long)

@@ -45,7 +45,7 @@ def critic_sft_examples(pairs: Iterable[PreferencePair], template: str = "critic
     out = []
     for i, p in enumerate(p for p in pairs if p.decided):
         wrong = wrong_side_every > 0 and i % wrong_side_every == wrong_side_every - 1
-        told = ("b" if p.label == "a" else "a") if wrong else p.label
+        told = p.wrong_side if wrong else p.label
         # As in the critic-guided construction: the right side comes with its strength, the wrong side without.
         prompt = tmpl.render(p, told, None if wrong else p.strength)
         rationale = argue(p, told) if wrong and argue else explain(p)
@@ -63,6 +63,9 @@ def judge_dpo_examples(pairs: Iterable[PreferencePair], template: str = "judge_s
     tmpl = get_template(template)
     strength = tmpl.answer.strength != "forbidden"
     explain = explain or fruit_task.explain
-    return [(tmpl.render(p), *(judge_output(explain(p), side, p.strength if strength else None)
-                               for side in (p.label, "b" if p.label == "a" else "a")))
-            for p in pairs if p.decided]
+    out = []
+    for p in (p for p in pairs if p.decided):
+        rationale, stated = explain(p), p.strength if strength else None
+        out.append((tmpl.render(p), judge_output(rationale, p.label, stated),
+                    judge_output(rationale, p.wrong_side, stated)))
+    return out

@@ -129,7 +129,7 @@ async def grm_listwise_group(prompt: Any, texts: list[str], ground_truths: list[
     if answer_tag and not any(found):
         return [{"score": 0.0, "raw_score": 0.0, "n_valid_passes": 0, "n_passes": 0, "answer_found": 0.0,
                  "judge_failure_rate": 0.0, "judge_latency_s": 0.0}] * n
-    order = content_order(list(texts))  # reply k of the prompt is completion order[k]
+    order = content_order(texts)  # reply k of the prompt is completion order[k]
     place = {i: k for k, i in enumerate(order)}
     messages = listwise_messages(prompt, [shown[i] for i in order])
     batch = await judge_batch([messages], n=n_iter, base_url=base_url, model=model, api_key_env=api_key_env,
