@@ -1,9 +1,10 @@
 """The demo's shape through the pipeline, at tiny scale: ``LEARNING=both`` with TRL, the four rows and ``compare``.
 
 ``make demo`` is ``thinkj run configs/recipes/smollm2-cpu.yaml``; this runs the same stage list on the tiny recipe
-with the smollm2 recipe's learning and evaluation settings (~40 s on 2 cores): the critic's wrong-side data, the
-offline pool outside the seed set, critic SFT, critic-guided DPO, TRL GRPO from the SFT judge with held-out pairs
-judged during RL (RL_VAL_FRACTION), the evaluation of base / init / offline / online, ``compare`` and the demo table.
+with the smollm2 recipe's evaluation settings (~40 s on 2 cores) and the tiny recipe's offline branch, set as the
+smollm2 recipe's: the critic's wrong-side data, the offline pool outside the seed set, critic SFT, critic-guided
+DPO, TRL GRPO from the SFT judge with held-out pairs judged during RL (RL_VAL_FRACTION), the evaluation of base /
+init / offline / online, ``compare`` and the demo table.
 """
 
 from __future__ import annotations
@@ -17,8 +18,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 SETS = ["learning=both", "rl_engine=trl", "rl_steps=2", "trl_overrides=learning_rate=5e-4 max_completion_length=32",
-        "eval_rows=base init offline online", "tables=demo", "in_process=true", "critic_wrong_side_every=2",
-        "offline_pairs=outside_seed_set", "rl_val_fraction=0.25", "seed=0"]
+        "eval_rows=base init offline online", "tables=demo", "in_process=true", "rl_val_fraction=0.25", "seed=0"]
 
 
 def _run(run_dir: Path, *extra: str) -> subprocess.CompletedProcess:

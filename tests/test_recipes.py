@@ -171,7 +171,8 @@ def _old_cpu_env(model: str, run_dir: Path, shared: str = "") -> tuple[dict[str,
         (run_dir / "model" / "tiny.yaml").write_text(
             f"model_name_or_path: {(run_dir / 'model').resolve()}\ntemplate: qwen\nmax_new_tokens: 96\n")
         env["MODEL_PROFILE"] = str(run_dir / "model" / "tiny.yaml")
-    return env, ["--set", "synthetic_task=", "--set", "build_model="]
+    # the old script's tiny run had no critic data (the wrong-side examples need the generated task)
+    return env, ["--set", "synthetic_task=", "--set", "build_model=", "--set", "critic_wrong_side_every=0"]
 
 
 def _stages(out: str) -> list[str]:
@@ -244,7 +245,8 @@ def test_a_real_run_validates_what_its_stages_will_create(tmp_path):
 @pytest.mark.parametrize("sets,says", [
     (["synthetic_task=apples"], "SYNTHETIC_TASK='apples': must be one of fruit, facts, constraints"),
     (["build_model=huge"], "BUILD_MODEL='huge': must be one of tiny"),
-    (["synthetic_task=", "benchmarks=autoj"], "TEACHER_URL='scripted': the scripted teacher knows only a generated"),
+    (["synthetic_task=", "critic_wrong_side_every=0", "benchmarks=autoj"],
+     "TEACHER_URL='scripted': the scripted teacher knows only a generated"),
     (["task_train=0"], "TASK_TRAIN='0': must be a whole number >= 1"),
 ])
 def test_bad_preparation_settings_fail_in_one_line(sets, says, tmp_path):
