@@ -6,8 +6,8 @@
 - ``scripts/slurm/pipeline.sbatch``: the whole CPU rehearsal (``scripts/reproduce_cpu.sh``, ``CPU_MODEL=tiny``) with
   NNODES=2: every stage's completion record, the online stage's checkpoint sharded over two ranks.
 
-Status (2026-11-26, experiments/LOG.md): the wiring test and the pipeline rehearsal pass (234 s job); the verl
-test has not been run.
+Status (2026-12-02, experiments/LOG.md session 26): all three pass (wiring 44 s, verl 300 s, pipeline 428 s). The
+wiring test dry-runs the tiny recipe, whose online stage is verl's; it had rotted when SmolLM2's recipe moved to TRL.
 
 Opt-in (minutes of engine time on 2 cores): ``python -m pytest -q tests/test_slurm.py -m opt_in``. Needs Slurm
 (``bash tests/slurm/setup.sh``) and root; skipped with the reason otherwise.
@@ -56,15 +56,18 @@ def test_pipeline_sbatch_starts_ray_on_both_nodes_and_hands_the_pipeline_the_clu
     """The wiring alone, in about a minute: a Ray head and worker in two Slurm steps, the cluster check passing with
     2 nodes, the pipeline's stage list printed for NNODES=2 (DRY_RUN=1: no stage runs), the nodes stopped after."""
     log = tmp_path / "job.log"
-    env = {**ray_settings(tmp_path), "REPRODUCE": "scripts/reproduce_cpu.sh", "RUN_DIR": str(tmp_path / "run"),
-           "DRY_RUN": "1"}  # SmolLM2's stage list (the tiny model's profile is written by a real run only)
+    # the tiny recipe's stage list: its online stage is verl's, so Slurm's node count must reach verl's command
+    # (SmolLM2's CPU recipe trains online with TRL, whose command names no nodes)
+    env = {**ray_settings(tmp_path), "REPRODUCE": "scripts/reproduce_cpu.sh", "CPU_MODEL": "tiny",
+           "RUN_DIR": str(tmp_path / "run"), "DRY_RUN": "1"}
     with local_slurm(nodes=2, cpus=2) as slurm:
         code, seconds = sbatch(slurm, "pipeline.sbatch", env, log)
         text = log.read_text(errors="replace") if log.exists() else ""
         assert code == 0, text[-6000:] + slurm.log("slurmctld.log")[-2000:]
     print(json.dumps({"job_s": seconds}))
     assert re.search(r"\[ray on slurm\] Ray cluster at 127\.0\.0\.1:\d+: 2 live node\(s\)", text), text[-3000:]
-    assert "# stage online" in text and "--nnodes 2 --gpus-per-node 1" in text
+    online = re.search(r"# stage online ->.*\n(.*)", text)
+    assert online and "--engine verl" in online.group(1) and "--nnodes 2 --gpus-per-node 1" in online.group(1), text[-3000:]
     # the Ray nodes ended with the job: no process names the cluster's GCS port any more
     ps = subprocess.run(["ps", "-eo", "args="], capture_output=True, text=True).stdout.splitlines()
     assert not [line for line in ps if re.search(rf"[:= ]{env['RAY_PORT']}\b", line)]
