@@ -22,6 +22,11 @@ def dry_run(script: str, run_dir: Path, **env: str) -> list[tuple[str, str, list
     full = {k: v for k, v in os.environ.items() if k not in ("W_STR", "W_FMT", "W_ACC", "LEARNING")}
     full.update(DRY_RUN="1", RUN_DIR=str(run_dir), **env)
     out = subprocess.run(["bash", str(ROOT / "scripts" / script)], env=full, capture_output=True, text=True, check=True).stdout
+    return stages_in(out)
+
+
+def stages_in(out: str) -> list[tuple[str, str, list[str]]]:
+    """A dry run's printed stage list (other lines around it are ignored): (kind, stage name, argv) per stage."""
     stages, lines = [], out.splitlines()
     for i, line in enumerate(lines):
         if line.startswith("# stage "):

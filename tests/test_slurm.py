@@ -26,6 +26,7 @@ from pathlib import Path
 import pytest
 from ray_local import free_port
 from slurm.cluster import available, local_slurm
+from test_reproduce import stages_in
 from test_verl_cpu_train import data  # noqa: F401  (fixture: the verl parquet; the tiny judge is conftest's)
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -66,8 +67,8 @@ def test_pipeline_sbatch_starts_ray_on_both_nodes_and_hands_the_pipeline_the_clu
         assert code == 0, text[-6000:] + slurm.log("slurmctld.log")[-2000:]
     print(json.dumps({"job_s": seconds}))
     assert re.search(r"\[ray on slurm\] Ray cluster at 127\.0\.0\.1:\d+: 2 live node\(s\)", text), text[-3000:]
-    online = re.search(r"# stage online ->.*\n(.*)", text)
-    assert online and "--engine verl" in online.group(1) and "--nnodes 2 --gpus-per-node 1" in online.group(1), text[-3000:]
+    online = " ".join(next((argv for kind, name, argv in stages_in(text) if name == "online"), []))
+    assert "--engine verl" in online and "--nnodes 2 --gpus-per-node 1" in online, text[-3000:]
     # the Ray nodes ended with the job: no process names the cluster's GCS port any more
     ps = subprocess.run(["ps", "-eo", "args="], capture_output=True, text=True).stdout.splitlines()
     assert not [line for line in ps if re.search(rf"[:= ]{env['RAY_PORT']}\b", line)]
