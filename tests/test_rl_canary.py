@@ -8,7 +8,8 @@ The test (``sign_test``): per held-out pair (64), the teacher-forced probability
 orders combined so that a mere change of side cancels (``position_free``), after vs before RL; one-sided exact sign
 test p < 0.05 AND mean rise >= 0.05; and the right arm keeps its own answers (``generation_held``: its greedy
 accuracy on the 128 held-out judgments falls by at most 0.05, its parse rate too), so a collapse of generation that
-the teacher-forced metric cannot see fails (experiments/LOG.md, "session 15").
+the teacher-forced metric cannot see fails (experiments/LOG.md, "session 15"). Reported beside the gate, not in it:
+the same test over the ten right answers' cluster means (``per_right_response``: the 64 comparisons share them).
 Breaks tried: the accuracy term's sign flipped in thinkj/rewards/designs/judge.py (the right arm then fails: mean fell;
 TRL session 9, verl session 10, experiments/LOG.md). Shuffled golds are not the control: on verl they raised the
 metric past the bar by sharpening the init's own leaning (experiments/LOG.md, "RL canaries, session 10").
@@ -33,6 +34,7 @@ from thinkj.online.canary import (
     CONTROL,
     INFORMATIVE,
     INIT_STEPS,
+    by_right_response,
     canary_arm,
     canary_rl_pairs,
     canary_verdict,
@@ -71,6 +73,27 @@ def test_sign_test_needs_both_a_consistent_and_a_large_enough_rise():
     assert sign_test([0.6] * 20, before)["p_one_sided"] == pytest.approx(1.0)
     with pytest.raises(ValueError, match="equally long"):
         sign_test(before, before[:-1])
+
+
+def test_clusters_by_right_answer_see_a_rise_that_only_a_few_answers_carry():
+    """The 64 held-out comparisons share ten fruit answers: a rise confined to three of them passes the per-pair test
+    (27 ups, no downs) but not the test over the ten answers' means (3 ups, p = 1/8)."""
+    pairs = eval_pairs()
+    right = [p.response_a if p.label == "a" else p.response_b for p in pairs]
+    assert len(by_right_response([0.0] * 64)) == len(set(right)) == 10
+    assert by_right_response([float(i) for i in range(64)]) == [
+        sum(i for i, r in enumerate(right) if r == answer) / right.count(answer) for answer in dict.fromkeys(right)]
+    biggest = sorted(set(right), key=right.count, reverse=True)[:3]
+    before = [0.5] * 64
+    after = [0.8 if r in biggest else 0.5 for r in right]
+    per_pair = sign_test(before, after)
+    assert per_pair["learned"] and per_pair["ups"] == sum(right.count(a) for a in biggest) == 27
+    clusters = sign_test(by_right_response(before), by_right_response(after))
+    assert (clusters["ups"], clusters["downs"], clusters["p_one_sided"]) == (3, 0, 0.125) and not clusters["learned"]
+    everywhere = sign_test(by_right_response(before), by_right_response([0.6] * 64))
+    assert everywhere["p_one_sided"] == 2.0 ** -10 and everywhere["learned"]
+    with pytest.raises(ValueError, match="one value per held-out pair"):
+        by_right_response([0.5] * 63)
 
 
 def test_position_free_ignores_a_change_of_side_and_sees_content():
@@ -164,6 +187,10 @@ def test_the_generation_criterion_sees_a_collapse_and_tolerates_noise():
     holds, why = canary_verdict({**learned, "generation": collapsed}, control)
     assert not holds and "lost its own answers" in why
     assert canary_verdict({**learned, "generation": generation_held(init, reading(90, 128))}, control)[0]
+    clusters = {"n": 10, "ups": 10, "p_one_sided": 2.0 ** -10}
+    holds, why = canary_verdict({**learned, "per_right_response": clusters,
+                                 "generation": generation_held(init, reading(90, 128))}, control)
+    assert holds and "10 of 10 right answers up, p 0.00098" in why
 
 
 def test_a_canary_arm_keeps_the_callers_grpoconfig_fields_beside_its_own(tmp_path):

@@ -253,6 +253,20 @@ def position_free(probabilities: list[float]) -> list[float]:
     return [1 / (1 + math.exp(-(odds[i] + odds[i + 1]) / 2)) for i in range(0, len(odds), 2)]
 
 
+def by_right_response(values: list[float], n_pairs: int = 64) -> list[float]:
+    """Per-pair ``values`` (the :func:`eval_pairs` order) averaged over the pairs whose better response is the same
+    text, in first-seen order. The 64 held-out comparisons share their ten fruit answers (and four wordings of one
+    question), so they are not 64 independent draws; the ten cluster means are, as far as the task goes. A sign test
+    over them is the conservative reading of the canary (reported beside the gate, not part of it)."""
+    pairs = eval_pairs(n_pairs)
+    if len(values) != len(pairs):
+        raise ValueError(f"expected one value per held-out pair ({len(pairs)}), got {len(values)}")
+    groups: dict[str, list[float]] = {}
+    for pair, value in zip(pairs, values):
+        groups.setdefault(pair.response_a if pair.label == "a" else pair.response_b, []).append(value)
+    return [sum(group) / len(group) for group in groups.values()]
+
+
 def sign_test(before: list[float], after: list[float], *, alpha: float = ALPHA,
               min_rise: float = MIN_RISE) -> dict[str, Any]:
     """The canary's paired test, fixed in advance: per held-out judgment d = after - before; the one-sided exact sign
@@ -293,12 +307,15 @@ def judge_moved(init: str | Path, trained: str | Path, before: list[float] | Non
                 gen_before: dict[str, Any] | None = None) -> dict[str, Any]:
     """:func:`sign_test` over the 64 held-out pairs of :func:`position_free` probabilities of ``init`` (``before``:
     its :func:`verdict_probabilities`, measured when not given) and ``trained``; ``per_order`` is the same test on
-    the 128 per-order probabilities, for the record; ``generation`` is :func:`generation_held` on both models' own
-    greedy answers (``gen_before``: the init's :func:`own_generations`, measured when not given)."""
+    the 128 per-order probabilities and ``per_right_response`` the test over :func:`by_right_response` clusters, for
+    the record; ``generation`` is :func:`generation_held` on both models' own greedy answers (``gen_before``: the
+    init's :func:`own_generations`, measured when not given)."""
     before = before if before is not None else verdict_probabilities(init)
     after = verdict_probabilities(trained)
     gen_before = gen_before if gen_before is not None else own_generations(init)
-    return {**sign_test(position_free(before), position_free(after)), "per_order": sign_test(before, after),
+    pair_before, pair_after = position_free(before), position_free(after)
+    return {**sign_test(pair_before, pair_after), "per_order": sign_test(before, after),
+            "per_right_response": sign_test(by_right_response(pair_before), by_right_response(pair_after)),
             "generation": generation_held(gen_before, own_generations(trained))}
 
 
@@ -311,8 +328,10 @@ def canary_verdict(right: dict[str, Any], control: dict[str, Any]) -> tuple[bool
         return False, f"RL on the right golds lost its own answers (greedy accuracy or parse rate fell): {right}"
     if control["learned"]:
         return False, f"RL on the {control['arm']} control passed the canary test: {control}"
-    gen = right["generation"]
-    return True, f"learned (rise {right['rise']:+.3f}, p {right['p_one_sided']:.2g}; own answers " \
+    gen, clusters = right["generation"], right.get("per_right_response")
+    by_answer = f", {clusters['ups']} of {clusters['n']} right answers up, p {clusters['p_one_sided']:.2g}" \
+        if clusters else ""
+    return True, f"learned (rise {right['rise']:+.3f}, p {right['p_one_sided']:.2g}{by_answer}; own answers " \
                  f"{gen['before']:.3f} -> {gen['after']:.3f}, parsed {gen['parse_after']:.2f}); control " \
                  f"{control['arm']} did not (rise {control['rise']:+.3f})"
 
