@@ -107,6 +107,17 @@ declare -A LIMIT=([env]=120 [prep]=90 [verl]=240 [verl-merge]=60 [trl]=200 [sft]
 # the CPU rehearsal's sft first compiles DeepSpeed's CPU comm op (about 60 s on 2 cores; 108 s for the step)
 [ "$DEVICE" = cpu ] && LIMIT[sft]=240
 
+clip() {  # clip N: each line cut to N bytes, less a UTF-8 character the cut split (summary.txt stays valid UTF-8)
+  cut -b "1-$1" | { iconv -c -f UTF-8 -t UTF-8 2>/dev/null || cat; }
+}
+
+why() {  # a failed step's reason: its log's last error line (a rich traceback's box lines skipped: their width of
+  # UTF-8 frame would fill the 300 characters), else its last 3 lines
+  local line
+  line=$(grep -aE '([A-Za-z]+(Error|Exception)|error):' "$1" | grep -avE '^[[:space:]]*[│╭╰┃]' | tail -n 1)
+  if [ -n "$line" ]; then echo "$line" | clip 300; else tail -n 3 "$1" | tr '\n' ' ' | clip 300; fi
+}
+
 step() {  # step GROUP NAME COMMAND...: if GROUP is in STEPS, run under its timeout, log to $RUNS/NAME.log
   local group=$1 name=$2; shift 2
   case " $STEPS " in *" $group "*) ;; *) return 0 ;; esac
@@ -124,10 +135,10 @@ step() {  # step GROUP NAME COMMAND...: if GROUP is in STEPS, run under its time
   echo "$((SECONDS - start))" >"$RUNS/$name.seconds"
   if [ "$rc" = 0 ]; then say "PASS $name: $((SECONDS - start)) s$memory ($RUNS/$name.log)"
   else say "FAIL $name: exit $rc after $((SECONDS - start)) s (limit $limit s)$memory ($RUNS/$name.log):" \
-           "$(tail -n 3 "$RUNS/$name.log" | tr '\n' ' ' | cut -c1-300)"
+           "$(why "$RUNS/$name.log")"
        failed=$((failed + 1)); fi
   if [ -n "${SHOW[$name]:-}" ]; then
-    eval "${SHOW[$name]}" 2>/dev/null | cut -c1-400 | while IFS= read -r line; do say "  $line"; done
+    eval "${SHOW[$name]}" 2>/dev/null | clip 400 | while IFS= read -r line; do say "  $line"; done
   fi
   pack
 }
@@ -273,11 +284,16 @@ import sys
 from pathlib import Path
 
 out, benchmarks = Path(sys.argv[1]), sys.argv[2:]
+missing = []
 for bench in benchmarks:
     prefix = "eval" if bench == "synthetic" else bench
     verdicts = {}
     for backend in ("hf", "vllm"):
         folder = out / f"{prefix}-{backend}"
+        if not (folder / f"{bench}.results.json").is_file():  # its eval step failed: the other backend still reports
+            missing.append(f"{prefix}-{backend}")
+            print(f"{bench} {backend}: no results in {folder} ({prefix}-{backend} failed: its log says why)")
+            continue
         rows = [json.loads(line) for line in (folder / f"{bench}.judgments.jsonl").read_text().splitlines()]
         metrics = json.loads((folder / f"{bench}.results.json").read_text())["metrics"]
         seconds = int((out / f"{prefix}-{backend}.seconds").read_text())
@@ -286,9 +302,12 @@ for bench in benchmarks:
         print(f"{bench} {backend}: {len(rows)} judgments in {seconds} s, model load included "
               f"({len(rows) / max(seconds, 1):.2f}/s); not well-formed {sum(not r['well_formed'] for r in rows)}, "
               f"truncated {sum(r['truncated'] for r in rows)}, failed calls {sum(r['failed'] for r in rows)}; {score}")
-    shared = verdicts["hf"].keys() & verdicts["vllm"].keys()
-    same = sum(verdicts["hf"][k] == verdicts["vllm"][k] for k in shared)
-    print(f"{bench}: the two backends give the same verdict on {same} of {len(shared)} judgments")
+    if len(verdicts) == 2:
+        shared = verdicts["hf"].keys() & verdicts["vllm"].keys()
+        same = sum(verdicts["hf"][k] == verdicts["vllm"][k] for k in shared)
+        print(f"{bench}: the two backends give the same verdict on {same} of {len(shared)} judgments")
+if missing:
+    sys.exit(f"nothing to compare for {', '.join(missing)}")
 EOF
 
 # TRL: GRPORun's GPU layout (micro-batches of 8, transformers generate) first, then every rollout in one pass (what

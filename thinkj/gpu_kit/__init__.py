@@ -9,6 +9,9 @@ into parts that fit the device tool's carry, and their offline install there. ``
     python -m thinkj.gpu_kit tokenizer              # here: SmolLM2's config and tokenizer, no weights (the trl step)
     python -m thinkj.gpu_kit bench                  # here: the Auto-J test file from ../shared/data (the eval step)
     python -m thinkj.gpu_kit extra NAME==VERSION    # here, mid-session: a wheel the first call found the image lacks
+    python -m thinkj.gpu_kit standin                # here: a venv modelling the image, to rehearse stash + install:
+                                                    # PYTHON=.cache/gpu_kit/image-venv/bin/python KIT_DEST=/tmp/kitreh \
+                                                    #   bash scripts/gpu_kit_install.sh install
 
 * :mod:`thinkj.gpu_kit.build`: what the kit holds (the image modelled, the stacks resolved, what is left out and why)
   and the device call plan;

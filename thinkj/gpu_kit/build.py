@@ -54,6 +54,7 @@ CALL_LIMIT_S = 600  # the most one device call may run
 STASH_LIMIT_S, INSTALL_LIMIT_S = 60, 300
 # SmolLM2's config and tokenizer without its weights: scripts/speed/rl_step.py builds its random 1.2 B model from them
 TOKENIZER_DIR = KIT_DIR / "tokenizer"
+STANDIN_DIR = KIT_DIR / "image-venv"  # the device image modelled here (build_standin), for the install rehearsal
 # wheels fetched during a device session for what its first call finds the image lacks (python -m thinkj.gpu_kit
 # extra), carried beside the parts in the later calls and installed with the kit
 EXTRA_DIR = KIT_DIR / "extra"
@@ -360,6 +361,42 @@ def build(kit: Path = KIT_DIR, python: str | None = None, part_bytes: int = PART
             "pruned": dropped,
             "env": KIT_ENV}
     return pack(wheels, kit / "parts", part_bytes, meta)
+
+
+def standin_specs(image_report: dict, observed: set[str]) -> list[str]:
+    """The image stand-in's packages, ``NAME==VERSION``: the image's resolution less what the device tool's list of the
+    image lacks (the same rule :func:`select` applies), so an import that needs pydantic fails here as it would there."""
+    pinned = {_name(item["metadata"]["name"]): item["metadata"]["version"] for item in image_report["install"]}
+    return [f"{name}=={version}" for name, version in sorted(pinned.items()) if name in observed]
+
+
+STANDIN_DONE = "thinkj_standin.json"  # written last: a stand-in folder without it is half-made
+
+
+def build_standin(dest: Path = STANDIN_DIR, kit: Path = KIT_DIR, python: str | None = None) -> Path:
+    """A venv modelling the device image (Python 3.12, :func:`standin_specs`, nothing of the project), for rehearsing
+    the device half here: ``PYTHON=DEST/bin/python bash scripts/gpu_kit_install.sh install``. Built in place (a venv's
+    scripts name its own path: one built elsewhere and moved has a ``torchrun`` that cannot start) from an emptied
+    folder, with :data:`STANDIN_DONE` written last."""
+    python = python or find_python(PYTHON)
+    (kit / "resolve").mkdir(parents=True, exist_ok=True)
+    report = kit / "resolve" / "image.json"
+    image_report = json.loads(report.read_text()) if report.is_file() else resolve(python, IMAGE_ROOTS, report, None)
+    specs = standin_specs(image_report, read_device_image())
+    shutil.rmtree(dest, ignore_errors=True)
+    for command, what in (([python, "-m", "venv", str(dest)], "venv"),
+                          ([str(dest / "bin" / "python"), "-m", "pip", "install", "--quiet", "--no-deps", *specs],
+                           f"{len(specs)} packages")):
+        print(f"stand-in: {what} ...", flush=True)
+        run = subprocess.run(command, capture_output=True, text=True, timeout=3600)
+        if run.returncode != 0:
+            raise KitError(f"image stand-in: {what} failed:\n{(run.stderr or run.stdout)[-2000:]}")
+    resolved = {_name(item["metadata"]["name"]) for item in image_report["install"]}
+    lacking = sorted(resolved - {spec.split("==")[0] for spec in specs})
+    (dest / STANDIN_DONE).write_text(json.dumps({"packages": specs, "not_installed": lacking}, indent=1) + "\n")
+    print(f"stand-in: {len(specs)} packages of the image in {dest}; not installed, as the image lacks them: "
+          f"{', '.join(lacking) or 'none'}", flush=True)
+    return dest
 
 
 def smollm2_folder() -> Path:

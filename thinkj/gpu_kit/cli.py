@@ -15,8 +15,10 @@ from thinkj.gpu_kit.build import (
     BENCH_FILES,
     KIT_DIR,
     SHARED_DATA,
+    STANDIN_DIR,
     TOKENIZER_DIR,
     build,
+    build_standin,
     checkout_bytes,
     fetch_extra,
     print_plan,
@@ -50,6 +52,8 @@ def main(argv: list[str] | None = None) -> int:
     d = sub.add_parser("bench", help="copy the Auto-J test file (unchanged) for the run's Auto-J evaluation")
     d.add_argument("--shared", type=Path, default=SHARED_DATA, help="the shared data folder (default: %(default)s)")
     d.add_argument("--dest", type=Path, default=BENCH_DIR)
+    m = sub.add_parser("standin", help="here: a venv modelling the device image, to rehearse stash and install on")
+    m.add_argument("--dest", type=Path, default=STANDIN_DIR)
     args = parser.parse_args(argv)
     try:
         if args.command == "build":
@@ -67,6 +71,8 @@ def main(argv: list[str] | None = None) -> int:
             write_tokenizer(Path(args.source) if args.source else smollm2_folder(), args.dest)
         elif args.command == "bench":
             write_bench(args.shared, args.dest)
+        elif args.command == "standin":
+            build_standin(args.dest)
         elif args.command == "extra":
             fetch_extra(args.specs)
         elif args.command == "stash":
