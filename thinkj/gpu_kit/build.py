@@ -380,7 +380,7 @@ def build_standin(dest: Path = STANDIN_DIR, kit: Path = KIT_DIR, python: str | N
     folder, with :data:`STANDIN_DONE` written last."""
     python = python or find_python(PYTHON)
     (kit / "resolve").mkdir(parents=True, exist_ok=True)
-    report = kit / "resolve" / "image.json"
+    report = kit / "resolve" / "image.json"  # the built kit's own reading of the image, so the two agree
     image_report = json.loads(report.read_text()) if report.is_file() else resolve(python, IMAGE_ROOTS, report, None)
     specs = standin_specs(image_report, read_device_image())
     shutil.rmtree(dest, ignore_errors=True)
