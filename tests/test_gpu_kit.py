@@ -367,3 +367,21 @@ def test_a_failed_steps_line_names_its_error_past_a_rich_traceback(tmp_path):
     first = run.stdout.splitlines()[0]
     assert first.startswith("FAIL env: exit 1") and "│ ──" in first and len(first.encode()) < 600
     assert (tmp_path / "out2" / "summary.txt").read_text(encoding="utf-8") == run.stdout
+
+
+def test_a_complete_standin_with_the_same_packages_is_kept_and_any_other_is_rebuilt(tmp_path):
+    """The stand-in's completion record keys it: the same package list keeps it (no venv made: the python named here
+    cannot run); a different or missing record rebuilds it, which fails with one KitError at the venv step."""
+    import json
+
+    kit, dest = tmp_path / "kit", tmp_path / "standin"
+    (kit / "resolve").mkdir(parents=True)
+    (kit / "resolve" / "image.json").write_text(json.dumps(
+        {"install": [{"metadata": {"name": "torch", "version": "2.11.0"}}]}))
+    dest.mkdir()
+    (dest / build.STANDIN_DONE).write_text(json.dumps({"packages": ["torch==2.11.0"]}))
+    assert build.build_standin(dest, kit, python="/nonexistent/python3.12") == dest
+    (dest / build.STANDIN_DONE).write_text(json.dumps({"packages": ["torch==2.10.0"]}))
+    with pytest.raises(device.KitError, match="image stand-in: venv: .*nonexistent"):
+        build.build_standin(dest, kit, python="/nonexistent/python3.12")
+    assert not (dest / build.STANDIN_DONE).exists()  # emptied before the rebuild: never a stale record

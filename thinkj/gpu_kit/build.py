@@ -377,23 +377,30 @@ def build_standin(dest: Path = STANDIN_DIR, kit: Path = KIT_DIR, python: str | N
     """A venv modelling the device image (Python 3.12, :func:`standin_specs`, nothing of the project), for rehearsing
     the device half here: ``PYTHON=DEST/bin/python bash scripts/gpu_kit_install.sh install``. Built in place (a venv's
     scripts name its own path: one built elsewhere and moved has a ``torchrun`` that cannot start) from an emptied
-    folder, with :data:`STANDIN_DONE` written last."""
+    folder, with :data:`STANDIN_DONE` written last; a stand-in whose record lists the same packages is kept."""
     python = python or find_python(PYTHON)
     (kit / "resolve").mkdir(parents=True, exist_ok=True)
     report = kit / "resolve" / "image.json"  # the built kit's own reading of the image, so the two agree
     image_report = json.loads(report.read_text()) if report.is_file() else resolve(python, IMAGE_ROOTS, report, None)
-    specs = standin_specs(image_report, read_device_image())
+    observed = read_device_image()
+    specs = standin_specs(image_report, observed)
+    done = dest / STANDIN_DONE
+    if done.is_file() and json.loads(done.read_text()).get("packages") == specs:
+        print(f"stand-in: {dest} is complete with the same {len(specs)} packages; kept", flush=True)
+        return dest
     shutil.rmtree(dest, ignore_errors=True)
     for command, what in (([python, "-m", "venv", str(dest)], "venv"),
                           ([str(dest / "bin" / "python"), "-m", "pip", "install", "--quiet", "--no-deps", *specs],
                            f"{len(specs)} packages")):
         print(f"stand-in: {what} ...", flush=True)
-        run = subprocess.run(command, capture_output=True, text=True, timeout=3600)
+        try:
+            run = subprocess.run(command, capture_output=True, text=True, timeout=3600)
+        except OSError as err:  # no such python
+            raise KitError(f"image stand-in: {what}: {err}") from None
         if run.returncode != 0:
             raise KitError(f"image stand-in: {what} failed:\n{(run.stderr or run.stdout)[-2000:]}")
-    resolved = {_name(item["metadata"]["name"]) for item in image_report["install"]}
-    lacking = sorted(resolved - {spec.split("==")[0] for spec in specs})
-    (dest / STANDIN_DONE).write_text(json.dumps({"packages": specs, "not_installed": lacking}, indent=1) + "\n")
+    lacking = sorted({_name(item["metadata"]["name"]) for item in image_report["install"]} - observed)
+    done.write_text(json.dumps({"packages": specs, "not_installed": lacking}, indent=1) + "\n")
     print(f"stand-in: {len(specs)} packages of the image in {dest}; not installed, as the image lacks them: "
           f"{', '.join(lacking) or 'none'}", flush=True)
     return dest
