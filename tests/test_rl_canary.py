@@ -34,6 +34,7 @@ from thinkj.online.canary import (
     CONTROL,
     INFORMATIVE,
     INIT_STEPS,
+    arm_summary,
     by_right_response,
     canary_arm,
     canary_rl_pairs,
@@ -193,6 +194,64 @@ def test_the_generation_criterion_sees_a_collapse_and_tolerates_noise():
     assert holds and "10 of 10 right answers up, p 0.00098" in why
 
 
+def _made_arm(arm: str, before: list[float], after: list[float], right_after: int) -> dict:
+    """An arm result as judge_moved makes it, from stand-in measurements (128 per-order probabilities, greedy)."""
+    from thinkj.online.canary import tests_from_records
+
+    def reading(right: int) -> dict:
+        return {"n": 128, "accuracy": right / 128, "parse_rate": 1.0, "a_share": 0.5,
+                "correct": [True] * right + [False] * (128 - right)}
+
+    records = {"before": before, "after": after, "gen_before": reading(92), "gen_after": reading(right_after)}
+    return {**tests_from_records(records), "records": records, "arm": arm}
+
+
+def test_a_saved_canary_is_recomputed_from_its_records_and_a_changed_figure_is_named(tmp_path):
+    """canary.json keeps each arm's measurements; `thinkj train canary-check` recomputes every test figure and the
+    verdict from them, so a number in a committed result can be checked, and one edited by hand cannot pass."""
+    import json
+
+    from typer.testing import CliRunner
+
+    from thinkj.cli import _register_subcommands, app
+    from thinkj.online.canary import recheck_arm, recheck_canary
+
+    before = [0.6 + 0.002 * (i % 50) for i in range(128)]
+    right = _made_arm("right", before, [b + 0.1 for b in before], 94)
+    control = _made_arm("flipped", before, [b - 0.2 for b in before], 64)
+    holds, why = canary_verdict(right, control)
+    assert holds and right["ups"] == 64 and right["per_right_response"]["ups"] == 10
+    path = tmp_path / "canary.json"
+    path.write_text(json.dumps({"holds": holds, "why": why, "arms": [right, control]}))
+    assert recheck_canary(path) == (holds, why)
+    _register_subcommands()
+    result = CliRunner().invoke(app, ["train", "canary-check", str(path)], terminal_width=300)
+    assert result.exit_code == 0 and "canary holds" in result.output, result.output
+
+    edited = json.loads(path.read_text())
+    edited["arms"][0]["per_right_response"]["ups"] = 9  # one figure, deep inside, edited
+    with pytest.raises(ValueError, match=r"arms\[0\] \(right\): per_right_response.ups is saved as 9 but its "
+                                         r"records give 10"):
+        recheck_arm(edited["arms"][0], f"{path}, arms[0] (right)")
+    path.write_text(json.dumps(edited))
+    result = CliRunner().invoke(app, ["train", "canary-check", str(path)], terminal_width=300)
+    assert result.exit_code == 2 and "per_right_response.ups" in result.output, result.output
+
+    edited = json.loads(json.dumps({"holds": holds, "why": why, "arms": [right, control]}))
+    edited["arms"][1]["records"]["after"][5] = 0.99  # a measurement edited: the saved test no longer follows
+    with pytest.raises(ValueError, match=r"arms\[1\] \(flipped\): (rise|after|ups)"):
+        recheck_canary(path.write_text(json.dumps(edited)) and path)
+    edited = {"holds": False, "why": "hand-written", "arms": [right, control]}
+    with pytest.raises(ValueError, match="saved verdict False"):
+        recheck_canary(path.write_text(json.dumps(edited)) and path)
+    with pytest.raises(ValueError, match="no 'records'"):
+        recheck_arm(arm_summary(right))
+    assert "records" not in arm_summary(right) and arm_summary(right)["ups"] == 64
+    path.write_text("{")
+    with pytest.raises(ValueError, match="not a canary result"):
+        recheck_canary(path)
+
+
 def test_a_canary_arm_keeps_the_callers_grpoconfig_fields_beside_its_own(tmp_path):
     """canary_arm sets TRL's shuffle_dataset itself; a caller's ``extra`` joins it instead of clashing with it (a
     duplicate keyword before): the arm gets as far as checking its model."""
@@ -209,7 +268,7 @@ def test_trl_grpo_learns_the_canary_and_not_the_control(tmp_path, init_judge, se
     init, before = init_judge(seed)
     right = canary_arm(init, tmp_path, seed=seed, before=before)
     control = canary_arm(init, tmp_path, seed=seed, control=CONTROL, before=before)
-    print(f"seed {seed}: right {right}\ncontrol {control}")
+    print(f"seed {seed}: right {arm_summary(right)}\ncontrol {arm_summary(control)}")
     holds, why = canary_verdict(right, control)
     assert holds, why  # includes right["generation"]["held"]: its own greedy answers did not fall
     assert control["rise"] < right["rise"]
@@ -231,7 +290,7 @@ def test_verl_learns_the_canary_and_not_the_control(tmp_path, init_judge, algo):
     init, before = init_judge(0)
     right = verl_canary_arm(init, tmp_path, algo=algo, seed=0, before=before, val=algo == "grpo")
     control = verl_canary_arm(init, tmp_path, algo=algo, seed=0, control=CONTROL, before=before)
-    report = {arm["arm"]: {k: v for k, v in arm.items() if k != "rows"} for arm in (right, control)}
+    report = {arm["arm"]: arm_summary(arm) for arm in (right, control)}
     print(f"verl {algo}: {report}")
     if algo == "grpo":  # learning visible during the run: held-out judge metrics, equal to verl's validation dump
         out = tmp_path / "grpo-right"

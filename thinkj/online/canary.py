@@ -305,29 +305,108 @@ def canary_arm(init: str | Path, root: str | Path, *, seed: int, control: str | 
 
 def judge_moved(init: str | Path, trained: str | Path, before: list[float] | None = None,
                 gen_before: dict[str, Any] | None = None) -> dict[str, Any]:
-    """:func:`sign_test` over the 64 held-out pairs of :func:`position_free` probabilities of ``init`` (``before``:
-    its :func:`verdict_probabilities`, measured when not given) and ``trained``; ``per_order`` is the same test on
-    the 128 per-order probabilities and ``per_right_response`` the test over :func:`by_right_response` clusters, for
-    the record; ``generation`` is :func:`generation_held` on both models' own greedy answers (``gen_before``: the
-    init's :func:`own_generations`, measured when not given)."""
-    before = before if before is not None else verdict_probabilities(init)
-    after = verdict_probabilities(trained)
-    gen_before = gen_before if gen_before is not None else own_generations(init)
+    """Measure ``init`` and ``trained`` on the held-out pairs and test them (:func:`tests_from_records`).
+    ``before``: the init's :func:`verdict_probabilities` and ``gen_before``: its :func:`own_generations`, measured
+    when not given. The result keeps the measurements under ``records``, so the tests can be recomputed from a
+    saved result (:func:`recheck_arm`)."""
+    records = {"before": before if before is not None else verdict_probabilities(init),
+               "after": verdict_probabilities(trained),
+               "gen_before": gen_before if gen_before is not None else own_generations(init),
+               "gen_after": own_generations(trained)}
+    return {**tests_from_records(records), "records": records}
+
+
+def tests_from_records(records: dict[str, Any]) -> dict[str, Any]:
+    """The canary's tests from its measurements: :func:`sign_test` over the 64 held-out pairs of the
+    :func:`position_free` probabilities (``before``/``after``: the 128 per-order :func:`verdict_probabilities`);
+    ``per_order``, the same test on the 128 per-order values, and ``per_right_response``, the test over the
+    :func:`by_right_response` clusters, both for the record; ``generation``, :func:`generation_held` on the two
+    :func:`own_generations` (``gen_before``/``gen_after``)."""
+    before, after = records["before"], records["after"]
     pair_before, pair_after = position_free(before), position_free(after)
     return {**sign_test(pair_before, pair_after), "per_order": sign_test(before, after),
             "per_right_response": sign_test(by_right_response(pair_before), by_right_response(pair_after)),
-            "generation": generation_held(gen_before, own_generations(trained))}
+            "generation": generation_held(records["gen_before"], records["gen_after"])}
+
+
+def recheck_arm(arm: dict[str, Any], where: str = "arm") -> None:
+    """Raise ValueError unless every test figure saved in ``arm`` (a :func:`judge_moved` result, e.g. read back
+    from ``canary.json``) equals the one recomputed from its own ``records``, naming the first field that differs."""
+    if "records" not in arm:
+        raise ValueError(f"{where}: no 'records' (measurements) saved, so its tests cannot be recomputed")
+    try:
+        fresh = tests_from_records(arm["records"])
+    except (KeyError, TypeError, ValueError) as error:
+        raise ValueError(f"{where}: its records cannot be tested: {error!r}") from error
+
+    def compare(saved: Any, recomputed: Any, path: str) -> None:
+        if isinstance(recomputed, dict):
+            if not isinstance(saved, dict):
+                raise ValueError(f"{where}: {path} is {saved!r}, recomputed a table {recomputed}")
+            for key, value in recomputed.items():
+                compare(saved.get(key), value, f"{path}.{key}" if path else key)
+        elif saved != recomputed:
+            raise ValueError(f"{where}: {path} is saved as {saved!r} but its records give {recomputed!r}")
+
+    compare(arm, fresh, "")
+
+
+def recheck_canary(path: str | Path) -> tuple[bool, str]:
+    """Recompute a saved ``canary.json`` (``thinkj train canary``): each arm's tests from its records
+    (:func:`recheck_arm`) and the verdict from them (:func:`canary_verdict`); ValueError where a saved figure or
+    the saved verdict differs from the recomputed one. Returns the verdict."""
+    import json
+
+    try:
+        saved = json.loads(Path(path).read_text())
+        arms = saved["arms"]
+    except (OSError, ValueError, KeyError, TypeError) as error:
+        raise ValueError(f"{path}: not a canary result ({error!r})") from error
+    if len(arms) != 2:
+        raise ValueError(f"{path}: expected two arms (right golds, control), found {len(arms)}")
+    for i, arm in enumerate(arms):
+        recheck_arm(arm, f"{path}, arms[{i}] ({arm.get('arm', '?')})")
+    holds, why = canary_verdict(*arms)
+    if (holds, why) != (saved.get("holds"), saved.get("why")):
+        raise ValueError(f"{path}: saved verdict {saved.get('holds')!r} ({saved.get('why')!r}); the records give "
+                         f"{holds!r} ({why!r})")
+    return holds, why
+
+
+def canary_machine() -> dict[str, Any]:
+    """Where a canary ran: its numbers are exact for one CPU kernel set and thread count, not across them (the
+    seed-0 init is 0.874, 0.863, 0.850 or 0.795 position-free by machine, ISA and threads; experiments/LOG.md,
+    "session 28")."""
+    import platform
+
+    import torch
+
+    from thinkj.evaluation.row_compare import git_commit
+
+    cpu = platform.processor() or platform.machine()
+    try:  # Linux names the model there; platform.processor() is often only the architecture
+        cpu = next(line.split(":", 1)[1].strip() for line in open("/proc/cpuinfo") if line.startswith("model name"))
+    except (OSError, StopIteration):
+        pass
+    return {"commit": git_commit(), "torch": torch.__version__, "cpu": cpu,
+            "cpu_capability": torch.backends.cpu.get_cpu_capability(), "threads": torch.get_num_threads()}
+
+
+def arm_summary(arm: dict[str, Any]) -> dict[str, Any]:
+    """An arm's result without its bulk (the measurements under ``records``, verl's metric ``rows``): what a log
+    line or a failure message shows."""
+    return {k: v for k, v in arm.items() if k not in ("records", "rows")}
 
 
 def canary_verdict(right: dict[str, Any], control: dict[str, Any]) -> tuple[bool, str]:
     """Whether a canary holds: the right-gold arm passes :func:`sign_test` and keeps its own answers
     (:func:`generation_held`), and its control does not pass :func:`sign_test`."""
     if not right["learned"]:
-        return False, f"RL on the right golds did not learn the canary: {right}"
+        return False, f"RL on the right golds did not learn the canary: {arm_summary(right)}"
     if not right["generation"]["held"]:
-        return False, f"RL on the right golds lost its own answers (greedy accuracy or parse rate fell): {right}"
+        return False, f"RL on the right golds lost its own answers (greedy accuracy or parse rate fell): {arm_summary(right)}"
     if control["learned"]:
-        return False, f"RL on the {control['arm']} control passed the canary test: {control}"
+        return False, f"RL on the {control['arm']} control passed the canary test: {arm_summary(control)}"
     gen, clusters = right["generation"], right.get("per_right_response")
     by_answer = f", {clusters['ups']} of {clusters['n']} right answers up, p {clusters['p_one_sided']:.2g}" \
         if clusters else ""

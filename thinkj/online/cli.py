@@ -166,7 +166,9 @@ def canary(engine: str = typer.Option("trl", help="trl | verl (verl: DEVICE=cpu 
         CONTROLS,
         INFORMATIVE,
         INIT_STEPS,
+        arm_summary,
         canary_arm,
+        canary_machine,
         canary_verdict,
         format_only_judge,
         own_generations,
@@ -200,15 +202,33 @@ def canary(engine: str = typer.Option("trl", help="trl | verl (verl: DEVICE=cpu 
             result = verl_canary_arm(init, root, algo=algo, seed=seed, control=arm_control, before=before,
                                      gen_before=gen_before)
             arms.append({k: v for k, v in result.items() if k != "rows"})
-        typer.echo(json.dumps({k: v for k, v in arms[-1].items() if k != "per_order"}), err=True)
+        typer.echo(json.dumps({k: v for k, v in arm_summary(arms[-1]).items() if k != "per_order"}), err=True)
     holds, why = canary_verdict(*arms)
     write_text_atomic(root / "canary.json", json.dumps({"engine": engine, "algo": algo, "seed": seed, "holds": holds,
-                                                       "why": why, "arms": arms}, indent=1) + "\n")
+                                                       "why": why, "machine": canary_machine(), "arms": arms},
+                                                      indent=1) + "\n")
     typer.echo(f"canary {'holds' if holds else 'FAILED'}: {why}")
+    raise typer.Exit(0 if holds else 1)
+
+
+def canary_check(path: Path = typer.Argument(..., help="a canary.json written by `thinkj train canary`")) -> None:
+    """Recompute a saved canary from its own measurements: every test figure of both arms and the verdict must
+    equal what the file says (exit 2 with the first field that differs); then exit 0 if the canary holds, else 1.
+
+        thinkj train canary-check runs/canary/verl-grpo-seed0/canary.json"""
+    from thinkj.online.canary import recheck_canary
+
+    try:
+        holds, why = recheck_canary(path)
+    except ValueError as error:
+        typer.echo(f"FAIL {error}", err=True)
+        raise typer.Exit(2) from None
+    typer.echo(f"{path}: the records give every saved figure; canary {'holds' if holds else 'FAILED'}: {why}")
     raise typer.Exit(0 if holds else 1)
 
 
 def register(app: typer.Typer) -> None:
     app.command("rl")(rl)
     app.command("canary")(canary)
+    app.command("canary-check")(canary_check)
     app.command("curves")(curves)
