@@ -239,11 +239,12 @@ def test_a_saved_canary_is_recomputed_from_its_records_and_a_changed_figure_is_n
 
     edited = json.loads(json.dumps({"holds": holds, "why": why, "arms": [right, control]}))
     edited["arms"][1]["records"]["after"][5] = 0.99  # a measurement edited: the saved test no longer follows
+    path.write_text(json.dumps(edited))
     with pytest.raises(ValueError, match=r"arms\[1\] \(flipped\): (rise|after|ups)"):
-        recheck_canary(path.write_text(json.dumps(edited)) and path)
-    edited = {"holds": False, "why": "hand-written", "arms": [right, control]}
+        recheck_canary(path)
+    path.write_text(json.dumps({"holds": False, "why": "hand-written", "arms": [right, control]}))
     with pytest.raises(ValueError, match="saved verdict False"):
-        recheck_canary(path.write_text(json.dumps(edited)) and path)
+        recheck_canary(path)
     with pytest.raises(ValueError, match="no 'records'"):
         recheck_arm(arm_summary(right))
     assert "records" not in arm_summary(right) and arm_summary(right)["ups"] == 64
