@@ -41,6 +41,7 @@ from thinkj.online.canary import (
     canary_verdict,
     eval_pairs,
     format_only_judge,
+    machine_provenance,
     paired_test,
     position_free,
     sign_test,
@@ -251,6 +252,24 @@ def test_a_saved_canary_is_recomputed_from_its_records_and_a_changed_figure_is_n
     path.write_text("{")
     with pytest.raises(ValueError, match="not a canary result"):
         recheck_canary(path)
+
+
+def test_a_canary_names_the_commit_it_started_on_and_one_that_moved_under_it():
+    """The machine record is taken before the init; a commit made while the arms run (session 30's Reinforce++
+    rerun read the later commit) is named beside it, not in its place."""
+    import subprocess
+
+    from thinkj.online.canary import canary_machine
+
+    start = canary_machine()
+    assert set(start) == {"commit", "torch", "cpu", "cpu_capability", "threads"} and start["threads"] >= 1
+    head = subprocess.run(["git", "rev-parse", "--short=12", "HEAD"], capture_output=True, text=True,
+                          cwd=__import__("thinkj").__path__[0])
+    if head.returncode == 0:
+        assert start["commit"].split("-")[0] == head.stdout.strip()
+    assert machine_provenance(start, dict(start)) == start
+    moved = machine_provenance({**start, "commit": "aaaaaaaaaaaa-dirty"}, {**start, "commit": "bbbbbbbbbbbb"})
+    assert moved["commit"] == "aaaaaaaaaaaa-dirty" and moved["commit_at_end"] == "bbbbbbbbbbbb"
 
 
 def test_a_canary_arm_keeps_the_callers_grpoconfig_fields_beside_its_own(tmp_path):

@@ -171,6 +171,7 @@ def canary(engine: str = typer.Option("trl", help="trl | verl (verl: DEVICE=cpu 
         canary_machine,
         canary_verdict,
         format_only_judge,
+        machine_provenance,
         own_generations,
         verdict_probabilities,
     )
@@ -190,6 +191,7 @@ def canary(engine: str = typer.Option("trl", help="trl | verl (verl: DEVICE=cpu 
         raise typer.BadParameter(f"--steps {steps}: must be >= 0")
     root = out / f"{engine}-{algo}-seed{seed}"
     (root / "canary.json").unlink(missing_ok=True)
+    machine = canary_machine()
     init = format_only_judge(build_tiny_model(root / "tiny", seed=seed), root / "init", seed=seed, steps=INIT_STEPS,
                              informative=INFORMATIVE)
     before, gen_before = verdict_probabilities(init), own_generations(init)
@@ -204,8 +206,9 @@ def canary(engine: str = typer.Option("trl", help="trl | verl (verl: DEVICE=cpu 
             arms.append({k: v for k, v in result.items() if k != "rows"})
         typer.echo(json.dumps({k: v for k, v in arm_summary(arms[-1]).items() if k != "per_order"}), err=True)
     holds, why = canary_verdict(*arms)
+    machine = machine_provenance(machine, canary_machine())
     write_text_atomic(root / "canary.json", json.dumps({"engine": engine, "algo": algo, "seed": seed, "holds": holds,
-                                                       "why": why, "machine": canary_machine(), "arms": arms},
+                                                       "why": why, "machine": machine, "arms": arms},
                                                       indent=1) + "\n")
     typer.echo(f"canary {'holds' if holds else 'FAILED'}: {why}")
     raise typer.Exit(0 if holds else 1)
