@@ -263,12 +263,13 @@ def test_a_canary_names_the_commit_it_started_on_and_one_that_moved_under_it():
 
     start = canary_machine()
     assert set(start) == {"commit", "torch", "cpu", "cpu_capability", "threads"} and start["threads"] >= 1
-    head = subprocess.run(["git", "rev-parse", "--short=12", "HEAD"], capture_output=True, text=True,
-                          cwd=__import__("thinkj").__path__[0])
+    from thinkj.paths import PROJECT_ROOT
+
+    head = subprocess.run(["git", "rev-parse", "--short=12", "HEAD"], capture_output=True, text=True, cwd=PROJECT_ROOT)
     if head.returncode == 0:
         assert start["commit"].split("-")[0] == head.stdout.strip()
-    assert machine_provenance(start, dict(start)) == start
-    moved = machine_provenance({**start, "commit": "aaaaaaaaaaaa-dirty"}, {**start, "commit": "bbbbbbbbbbbb"})
+    assert machine_provenance(start, start["commit"]) == start
+    moved = machine_provenance({**start, "commit": "aaaaaaaaaaaa-dirty"}, "bbbbbbbbbbbb")
     assert moved["commit"] == "aaaaaaaaaaaa-dirty" and moved["commit_at_end"] == "bbbbbbbbbbbb"
 
 

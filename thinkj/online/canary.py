@@ -392,10 +392,10 @@ def canary_machine() -> dict[str, Any]:
             "cpu_capability": torch.backends.cpu.get_cpu_capability(), "threads": torch.get_num_threads()}
 
 
-def machine_provenance(start: dict[str, Any], end: dict[str, Any]) -> dict[str, Any]:
-    """The machine record of a run: taken when it started (the code that ran), with ``commit_at_end`` added when
-    the checkout moved while it ran (a commit or an edit mid-run), so the record never names only the later one."""
-    return start if end["commit"] == start["commit"] else {**start, "commit_at_end": end["commit"]}
+def machine_provenance(start: dict[str, Any], end_commit: str) -> dict[str, Any]:
+    """The machine record of a run: :func:`canary_machine` taken when it started (the code that ran), with
+    ``commit_at_end`` added when the checkout moved while it ran, so the record never names only the later one."""
+    return start if end_commit == start["commit"] else {**start, "commit_at_end": end_commit}
 
 
 def arm_summary(arm: dict[str, Any]) -> dict[str, Any]:

@@ -161,6 +161,7 @@ def canary(engine: str = typer.Option("trl", help="trl | verl (verl: DEVICE=cpu 
     golds (must raise the held-out right-verdict probability: one-sided sign test p < 0.05 and a mean rise >= 0.05)
     and on the control's golds (must not). Minutes on a CPU (thinkj/online/canary.py); exit 1 if the canary fails."""
     from thinkj.atomic import write_text_atomic
+    from thinkj.evaluation.row_compare import git_commit
     from thinkj.models.tiny import build_tiny_model
     from thinkj.online.canary import (
         CONTROLS,
@@ -206,7 +207,7 @@ def canary(engine: str = typer.Option("trl", help="trl | verl (verl: DEVICE=cpu 
             arms.append({k: v for k, v in result.items() if k != "rows"})
         typer.echo(json.dumps({k: v for k, v in arm_summary(arms[-1]).items() if k != "per_order"}), err=True)
     holds, why = canary_verdict(*arms)
-    machine = machine_provenance(machine, canary_machine())
+    machine = machine_provenance(machine, git_commit())
     write_text_atomic(root / "canary.json", json.dumps({"engine": engine, "algo": algo, "seed": seed, "holds": holds,
                                                        "why": why, "machine": machine, "arms": arms},
                                                       indent=1) + "\n")
