@@ -200,7 +200,13 @@ def test_reproduce_cpu_is_its_recipe_plus_the_model_and_task_stages(model, share
     env, sets = _old_cpu_env(model, run_dir, shared)
     old = _out([THINKJ, "run", recipe, "--dry-run", *sets], _env(run_dir, **env))
     prep_lines = 2 * len(prepared)  # "# stage x" and its command
-    assert ran.splitlines()[prep_lines:] == old.splitlines()
+    # one difference: the old plan's held-out file was handed in, so EVAL_LIMIT=20 is passed on; the recipe's own
+    # task stage writes TASK_TEST=20 pairs, so a limit of 20 cuts nothing and is left out (a --limit run is never
+    # complete: pipeline.evaluate.eval_limit)
+    limited = [line.replace(" --limit 20 ", " ") if line.startswith("thinkj eval run synthetic ") else line
+               for line in old.splitlines()]
+    assert limited != old.splitlines()
+    assert ran.splitlines()[prep_lines:] == limited
     assert f"thinkj data task fruit {run_dir}/task --train 64" in ran
 
 
@@ -290,3 +296,17 @@ def test_lf_processes_puts_the_llamafactory_stages_under_torchrun_on_the_cpu(tmp
                     tmp_path).startswith("error: LF_PROCESSES=2: a DEVICE=cpu setting")
     assert _refused([THINKJ, "run", tiny, "--dry-run", "--set", "lf_processes=0"], tmp_path).startswith(
         "error: LF_PROCESSES='0': must be a whole number >= 1")
+
+
+@pytest.mark.parametrize(("sets", "synthetic_limit", "shared_limit"), [
+    ([], None, "30"), (["--set", "task_test=40"], "30", "30"), (["--set", "eval_limit=12"], "12", "12")])
+def test_eval_limit_is_left_out_where_it_covers_the_generated_held_out_set(sets, synthetic_limit, shared_limit,
+                                                                          tmp_path):
+    """The demo's EVAL_LIMIT=30 equals its TASK_TEST=30: passed on, every row's results would say incomplete
+    (``--limit 30``) and experiments/keep_records.py would refuse them. A shared benchmark keeps the limit."""
+    ran = _out([THINKJ, "run", "configs/recipes/smollm2-cpu.yaml", "--dry-run", *sets],
+               _env(tmp_path / "run", SHARED_DATA="/shared/data"))
+    evals = [line.split() for line in ran.splitlines() if line.startswith("thinkj eval run ")]
+    assert len(evals) == 12  # four rows x three benchmarks
+    limits = {(argv[3], argv[argv.index("--limit") + 1] if "--limit" in argv else None) for argv in evals}
+    assert limits == {("synthetic", synthetic_limit), ("autoj", shared_limit), ("rmbench", shared_limit)}

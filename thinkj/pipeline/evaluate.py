@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from pathlib import Path
 
+from thinkj.pipeline.prep import task_files
 from thinkj.pipeline.stage import Stage, Where, hf_args, opt
 
 ROWS = ("base", "init", "offline", "online")  # EVAL_ROWS' values: Table 4's rows
@@ -20,6 +21,17 @@ def eval_folder(w: Where, row: str, model: Path) -> Path:
     if row == "base":
         return w.run / "eval" / "base"
     return w.run / "eval" / model.relative_to(w.run / "train").as_posix().replace("/", "_")
+
+
+def eval_limit(s: Mapping[str, str], data: str) -> str:
+    """EVAL_LIMIT for a benchmark read from ``data``, or "" where it cuts nothing: the generated task's held-out file
+    holds TASK_TEST pairs, and a ``--limit`` run is never complete even when it covers the set
+    (thinkj.evaluation.results), which would leave the demo's rows marked incomplete."""
+    limit = s["EVAL_LIMIT"]
+    if limit and s["SYNTHETIC_TASK"] and data == str(task_files(s["RUN_DIR"])[1]) \
+            and int(limit) >= int(s["TASK_TEST"]):
+        return ""
+    return limit
 
 
 def eval_stages(s: Mapping[str, str], w: Where, models: dict[str, Path], methods: dict[str, str],
@@ -47,7 +59,7 @@ def eval_stages(s: Mapping[str, str], w: Where, models: dict[str, Path], methods
                 f"eval_{bench}" if row == "final" else f"eval_{row}_{bench}",
                 ["thinkj", "eval", "run", bench, "--model", str(model), "--backend", s["JUDGE_BACKEND"],
                  "--out", str(folder / bench), *tag_args, "--max-new-tokens", s["MAX_NEW_TOKENS"],
-                 *opt("--limit", s["EVAL_LIMIT"]), *opt("--seed", s["SEED"]), *opt("--data", data),
+                 *opt("--limit", eval_limit(s, data)), *opt("--seed", s["SEED"]), *opt("--data", data),
                  *hf_args(s, s["EVAL_BATCH"]),
                  *(["--backend-arg", f"tensor_parallel_size={s['TP']}"] if s["JUDGE_BACKEND"] == "vllm" else []),
                  *(dp if get_benchmark(bench).run is None else [])],  # a benchmark with its own runner: 1 worker
