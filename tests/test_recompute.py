@@ -39,26 +39,34 @@ def _judgments(path: Path, items: list[str], ok: bool) -> Path:
     ("tiny_fruit", []),
     # the pre-registered confirmatory run (LOG, session 18): its primary test is the one --compare names
     ("confirmatory_seed3", ["--compare", "plain:init"]),
+    # make demo's four rows from a fresh clone (experiments/keep_records.py)
+    ("demo_seed0_xeon_bf16", []),
+    ("demo_seed0_xeon_fp32", []),  # the README's table
 ])
 def test_the_committed_table_recomputes_from_the_committed_records(folder, args, capsys):
     assert recompute.main([str(RESULTS / folder), *args, "--check"]) == 0
     assert capsys.readouterr().out.endswith("table.md: recomputed, identical\n")
 
 
-def test_the_confirmatory_records_hold_the_registered_design():
-    """300 distinct comparisons over 43 questions, both orders, every judgment of both arms on the same items."""
+@pytest.mark.parametrize(("folder", "rows", "n_pairs", "n_questions"), [
+    ("confirmatory_seed3", ("init", "plain"), 300, 43),  # the registered design (LOG, session 15)
+    ("demo_seed0_xeon_bf16", ("base", "init", "offline", "online"), 30, 24),  # docs/demo.md's held-out set
+    ("demo_seed0_xeon_fp32", ("base", "init", "offline", "online"), 30, 24),
+])
+def test_the_kept_records_hold_their_design(folder, rows, n_pairs, n_questions):
+    """Distinct comparisons over so many questions, both orders, every judgment of every row on the same items."""
     from thinkj.evaluation.judgment_records import load_records
     from thinkj.evaluation.row_compare import pair_questions
     from thinkj.records import read_jsonl
     from thinkj.synthetic.distinct import comparison_key
 
-    folder = RESULTS / "confirmatory_seed3"
+    folder = RESULTS / folder
     questions = pair_questions(folder / "pairs.jsonl")
     pairs = [p for _, p in read_jsonl(folder / "pairs.jsonl")]
     keys = {comparison_key(questions[p["id"]], p["response_a"], p["response_b"]) for p in pairs}
-    assert len(pairs) == len(keys) == 300
-    assert len(set(questions.values())) == 43
-    for arm in ("init", "plain"):
+    assert len(pairs) == len(keys) == n_pairs
+    assert len(set(questions.values())) == n_questions
+    for arm in rows:
         rows = load_records(folder / f"{arm}.judgments.jsonl")
         assert sorted((r["item_id"], r["order"]) for r in rows) == sorted(
             (p["id"], o) for p in pairs for o in ("original", "swapped"))

@@ -103,7 +103,7 @@ SETTINGS: tuple[Setting, ...] = (
     _s("GPUS_PER_NODE", "int", "8", "GPUs per node"),
     _s("OFFLINE_ITERATIONS", "int", "1", "critic-guided DPO rounds (Table 7: 1-3)"),
     _s("BENCHMARKS", "list", "rewardbench rmbench autoj", "benchmarks to evaluate (space separated)"),
-    _s("EVAL_LIMIT", "int", "", "items per benchmark [all]"),
+    _s("EVAL_LIMIT", "int", "", "items per benchmark [all]; not passed where it covers the generated task's TASK_TEST"),
     _s("MAX_NEW_TOKENS", "int", "4096", "evaluation generation budget per judgment"),
     _s("SEED", "int", "", "seed of every seeded stage [unset: each stage's own default, listed below]"),
     _s("TABLES", "list", "4", "tables to render from this run's results (space separated)"),
