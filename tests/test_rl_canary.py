@@ -27,6 +27,7 @@ GRPO drifts" and "verl GRPO canary at 60 steps").
 from __future__ import annotations
 
 import math
+from pathlib import Path
 
 import pytest
 
@@ -252,6 +253,24 @@ def test_a_saved_canary_is_recomputed_from_its_records_and_a_changed_figure_is_n
     path.write_text("{")
     with pytest.raises(ValueError, match="not a canary result"):
         recheck_canary(path)
+
+
+COMMITTED_CANARIES = sorted((Path(__file__).resolve().parent.parent / "experiments" / "results")
+                            .glob("verl_canaries_session*/*.canary.json"))
+
+
+@pytest.mark.parametrize("path", COMMITTED_CANARIES, ids=lambda p: f"{p.parent.name}/{p.name}")
+def test_every_committed_canary_recomputes_from_its_records_and_holds(path):
+    """The canary results kept in experiments/results (LOG, sessions 28, 29, 33): every figure and the verdict follow
+    from each record's own measurements (what `thinkj train canary-check` does), and each holds."""
+    from thinkj.online.canary import recheck_canary
+
+    holds, why = recheck_canary(path)
+    assert holds, why
+
+
+def test_the_committed_canaries_are_found():
+    assert len(COMMITTED_CANARIES) >= 5, COMMITTED_CANARIES  # a moved folder must not leave the check above empty
 
 
 def test_a_canary_names_the_commit_it_started_on_and_one_that_moved_under_it():
