@@ -27,9 +27,9 @@ GRPO drifts" and "verl GRPO canary at 60 steps").
 from __future__ import annotations
 
 import math
-from pathlib import Path
 
 import pytest
+from conftest import ROOT
 
 from thinkj.online.canary import (
     CONTROL,
@@ -255,8 +255,7 @@ def test_a_saved_canary_is_recomputed_from_its_records_and_a_changed_figure_is_n
         recheck_canary(path)
 
 
-COMMITTED_CANARIES = sorted((Path(__file__).resolve().parent.parent / "experiments" / "results")
-                            .glob("verl_canaries_session*/*.canary.json"))
+COMMITTED_CANARIES = sorted((ROOT / "experiments" / "results").glob("verl_canaries_session*/*.canary.json"))
 
 
 @pytest.mark.parametrize("path", COMMITTED_CANARIES, ids=lambda p: f"{p.parent.name}/{p.name}")
