@@ -163,6 +163,18 @@ print("on PATH:", ", ".join(f"{k} {v or 'absent'}" for k, v in compilers.items()
 for folder in ("/dev/shm", "/tmp"):
     usage = shutil.disk_usage(folder)
     print(f"{folder}: {usage.free / 2**30:.1f} GiB free of {usage.total / 2**30:.1f}")
+# what the kit's link check (python -m thinkj.gpu_kit links) takes the system to provide, loaded here by name
+import ctypes
+
+from thinkj.gpu_kit.links import SYSTEM
+
+unloadable = []
+for name in sorted(SYSTEM):
+    try:
+        ctypes.CDLL(name)
+    except OSError:
+        unloadable.append(name)
+print(f"system libraries: {len(SYSTEM) - len(unloadable)} of {len(SYSTEM)} load; not: {', '.join(unloadable) or 'none'}")
 try:
     import triton
     print(f"triton {triton.__version__}")

@@ -6,6 +6,8 @@
 #
 #   bash scripts/gpu_kit.sh                 # build, then print the plan
 #   bash scripts/gpu_kit.sh plan            # the plan of the kit built already
+#   bash scripts/gpu_kit.sh links           # every library the kit's extensions link against: in the kit, the
+#                                           # stand-in or the system (standin runs it too, with a kit built)
 #   bash scripts/gpu_kit.sh standin         # a venv modelling the device image (.cache/gpu_kit/image-venv), then
 #   PYTHON=.cache/gpu_kit/image-venv/bin/python KIT_DEST=/tmp/kitreh bash scripts/gpu_kit_install.sh install
 #

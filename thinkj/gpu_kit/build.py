@@ -32,6 +32,7 @@ from thinkj.gpu_kit.device import (  # the device half: parts, stash, install (s
     KitError,
     _name,
     pack,
+    read_manifest,
     wheel_package,
 )
 from thinkj.gpu_kit.prune import prune_all  # files dropped from a few wheels (standard library only)
@@ -361,6 +362,18 @@ def build(kit: Path = KIT_DIR, python: str | None = None, part_bytes: int = PART
             "pruned": dropped,
             "env": KIT_ENV}
     return pack(wheels, kit / "parts", part_bytes, meta)
+
+
+def kit_wheels(kit: Path = KIT_DIR) -> list[Path]:
+    """The wheels the built kit's parts hold, as files here: the pruned copy where :func:`prune_all` made one."""
+    manifest = read_manifest(kit / "parts")
+    paths = []
+    for wheel in manifest["wheels"]:
+        path = next((f for f in (kit / "pruned" / wheel["file"], kit / "wheels" / wheel["file"]) if f.is_file()), None)
+        if path is None:
+            raise KitError(f"{kit}: {wheel['file']} is in the manifest but in neither pruned/ nor wheels/ (rebuild)")
+        paths.append(path)
+    return paths
 
 
 def standin_specs(image_report: dict, observed: set[str]) -> list[str]:

@@ -21,12 +21,14 @@ from thinkj.gpu_kit.build import (
     build_standin,
     checkout_bytes,
     fetch_extra,
+    kit_wheels,
     print_plan,
     smollm2_folder,
     write_bench,
     write_tokenizer,
 )
 from thinkj.gpu_kit.device import DEVICE_DIR, PART_BYTES, KitError, install_and_check, read_manifest, stash
+from thinkj.gpu_kit.links import check_links
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -54,6 +56,10 @@ def main(argv: list[str] | None = None) -> int:
     d.add_argument("--dest", type=Path, default=BENCH_DIR)
     m = sub.add_parser("standin", help="here: a venv modelling the device image, to rehearse stash and install on")
     m.add_argument("--dest", type=Path, default=STANDIN_DIR)
+    k = sub.add_parser("links", help="here: every library the kit's extensions link against, found in the kit, the "
+                                     "image stand-in or the system")
+    k.add_argument("--kit", type=Path, default=KIT_DIR)
+    k.add_argument("--standin", type=Path, default=STANDIN_DIR)
     args = parser.parse_args(argv)
     try:
         if args.command == "build":
@@ -73,6 +79,10 @@ def main(argv: list[str] | None = None) -> int:
             write_bench(args.shared, args.dest)
         elif args.command == "standin":
             build_standin(args.dest)
+            if (KIT_DIR / "parts" / "kit.json").is_file():  # a built kit: check its links against the new stand-in
+                return links(KIT_DIR, args.dest)
+        elif args.command == "links":
+            return links(args.kit, args.standin)
         elif args.command == "extra":
             fetch_extra(args.specs)
         elif args.command == "stash":
@@ -83,3 +93,16 @@ def main(argv: list[str] | None = None) -> int:
         print(f"FAIL {args.command}: {err}", file=sys.stderr)
         return 2
     return 0
+
+
+def links(kit: Path, standin: Path) -> int:
+    """Print the link check of the built kit against the stand-in: exit 0 when every name is found, 2 otherwise."""
+    wheels = kit_wheels(kit)
+    sites = sorted(standin.glob("lib/python3*/site-packages"))
+    count, missing = check_links(wheels, sites[0] if sites else standin / "lib" / "site-packages")
+    for where, names in missing.items():
+        print(f"FAIL links: {where} needs {', '.join(names)}: in no kit wheel, not in the image stand-in, not a "
+              "system library", flush=True)
+    print(f"links: {count} shared objects in {len(wheels)} wheels; {len(missing)} need a library found nowhere",
+          flush=True)
+    return 2 if missing else 0
