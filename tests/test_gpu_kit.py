@@ -188,8 +188,30 @@ def test_the_plans_run_calls_cover_the_scripts_steps_within_the_call_limit(tmp_p
     (tmp_path / "data" / "auto-j" / "testdata_pairwise.jsonl").write_text("{}\n")
     build.print_plan(manifest, checkout=1000, tokenizer=tmp_path / "tok", bench=tmp_path / "data")
     lines = [line for line in capsys.readouterr().out.splitlines() if "gpu_device_run.sh" in line]
-    assert all(f"{tmp_path / 'tok'} (0.0 MB) and {tmp_path / 'data'} (0.0 MB) and the checkout," in line
+    assert all(f"{tmp_path / 'tok'} (0.0 MB) and {tmp_path / 'data'} (0.0 MB) and the checkout" in line
                for line in lines) and "skipped" not in " ".join(lines)
+
+
+def test_the_install_joins_the_first_run_call_only_where_both_fit_one_call(tmp_path, capsys):
+    manifest = device.pack(fake_wheels(tmp_path / "src", [30_000]), tmp_path / "parts", part_bytes=10_000)
+    last = build.call_plan(manifest, checkout=1000)[-1]
+    (tmp_path / "data").mkdir()
+    (tmp_path / "data" / "f").write_bytes(b"x" * 1000)
+    build.print_plan(manifest, checkout=1000, tokenizer=tmp_path / "none", bench=tmp_path / "data")
+    calls = [line for line in capsys.readouterr().out.splitlines() if line.startswith("  call ")]
+    assert len(calls) == last["call"] + len(build.RUN_CALLS) - 1  # one call fewer
+    install = calls[last["call"] - 1]
+    assert f"timeout_s {build.CALL_LIMIT_S} -> bash scripts/gpu_kit_install.sh install; OUT=$OUT" in install
+    assert 'STEPS="prep verl eval"' in install and f"{tmp_path / 'data'} (0.0 MB)" in install
+    assert 'STEPS="trl sft dpo"' in calls[-1] and "gpu_kit_install.sh" not in calls[-1]
+    # a run folder that would take the last part's call past the carry limit: the install stays a call of its own
+    (tmp_path / "data" / "f").write_bytes(b"x" * (build.CALL_BYTES - last["call_bytes"] + 1))
+    build.print_plan(manifest, checkout=1000, tokenizer=tmp_path / "none", bench=tmp_path / "data")
+    calls = [line for line in capsys.readouterr().out.splitlines() if line.startswith("  call ")]
+    assert len(calls) == last["call"] + len(build.RUN_CALLS)
+    assert calls[last["call"] - 1].endswith(f"timeout_s {build.INSTALL_LIMIT_S} -> bash scripts/gpu_kit_install.sh "
+                                            "install")
+    assert 'STEPS="prep verl eval"' in calls[last["call"]]
 
 
 def test_tokenizer_folder_keeps_config_and_tokenizer_not_weights(tmp_path):

@@ -273,27 +273,38 @@ def print_plan(manifest: dict, checkout: int, tokenizer: Path = TOKENIZER_DIR, b
     print(f"kit: {len(manifest['wheels'])} wheels, {manifest['tar_bytes'] / mb:.1f} MB in {len(calls)} parts of at "
           f"most {manifest['part_bytes'] / mb:.0f} MB; checkout {checkout / mb:.1f} MB; a call carries at most "
           f"{CALL_BYTES / 2**20:.0f} MiB")
-    for call in calls:
-        print(f"  call {call['call']:>2}: {call['call_bytes'] / mb:5.1f} MB ({call['carry'][1]}, {MANIFEST}, checkout)"
-              f", timeout_s {call['timeout_s']} -> bash scripts/gpu_kit_install.sh {call['then']}")
-    carried, missing = [], []
+    carried, missing, folder_bytes = [], [], 0
     for folder, without, make in ((tokenizer, "the trl step is skipped", "tokenizer"),
                                   (bench, "the Auto-J evaluation is skipped", "bench")):
         size = _folder_bytes(folder)
+        folder_bytes += size
         if size:
             carried.append(f"{folder.relative_to(ROOT) if folder.is_relative_to(ROOT) else folder} ({size / mb:.1f} MB)")
         else:
             missing.append(f"no {folder}: {without} (python -m thinkj.gpu_kit {make} makes it)")
     carry = " and ".join(carried + ["the checkout"]) + "".join(f"; {m}" for m in missing)
-    for index, (steps, limit) in enumerate(RUN_CALLS, len(calls) + 1):
-        print(f"  call {index:>2}: {carry}, timeout_s {limit} -> {RUN_ENV} STEPS=\"{steps}\" "
-              f"bash scripts/gpu_device_run.sh")
+    runs = [f"{RUN_ENV} STEPS=\"{steps}\" bash scripts/gpu_device_run.sh" for steps, _ in RUN_CALLS]
+    # the install joins the first run call where the last part and the run's folders fit one call together: one
+    # call fewer (its warm start and the idle gap before it); ';' so that a failed import check stops only its steps
+    merged = calls[-1]["call_bytes"] + folder_bytes <= CALL_BYTES
+    for call in calls:
+        then = f"bash scripts/gpu_kit_install.sh {call['then']}"
+        if merged and call is calls[-1]:
+            print(f"  call {call['call']:>2}: {(call['call_bytes'] + folder_bytes) / mb:5.1f} MB ({call['carry'][1]}, "
+                  f"{MANIFEST}, {carry}), timeout_s {CALL_LIMIT_S} -> {then}; {runs[0]}")
+        else:
+            print(f"  call {call['call']:>2}: {call['call_bytes'] / mb:5.1f} MB ({call['carry'][1]}, {MANIFEST}, "
+                  f"checkout), timeout_s {call['timeout_s']} -> {then}")
+    for index, (command, (_, limit)) in enumerate(list(zip(runs, RUN_CALLS))[merged:], len(calls) + 1):
+        print(f"  call {index:>2}: {carry}, timeout_s {limit} -> {command}")
     transfer = COLD_START_S + WARM_CALL_S * (len(calls) - 1)
     print(f"device time: about {transfer} s for the transfer (cold start {COLD_START_S} s, then {WARM_CALL_S} s a warm "
           f"call) plus the gaps between calls and the install; the run calls get what is left of "
           f"{DEVICE_BUDGET_S} s, at most {CALL_LIMIT_S} s each, and each returns $OUT/summary.txt and "
           f"$OUT/logs.tar.gz. Calls must follow each other before the idle release; where too little is left for "
-          f"the second run call, the first call's steps are the ones to keep")
+          f"the second run call, the first call's steps are the ones to keep. Name no kind in any call: the first "
+          f"gets the device tool's default machine and later ones keep it (a call naming another kind starts a bare "
+          f"one, without the parts stashed under /tmp)")
     print("if call 1's INFO line names packages absent from the image: python -m thinkj.gpu_kit extra NAME==VERSION "
           "(the pins are in kit.json's from_image) fetches them here into .cache/gpu_kit/extra; add that folder to the "
           "carry of every later call (the install takes them with the kit)")
