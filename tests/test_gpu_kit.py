@@ -31,6 +31,60 @@ def test_parts_round_trip_byte_for_byte(tmp_path):
     assert {p.name: p.read_bytes() for p in back} == {w.name: w.read_bytes() for w in wheels}
 
 
+def test_an_xz_kit_round_trips_byte_for_byte_and_is_smaller_where_the_wheels_are_stored(tmp_path):
+    import zipfile
+
+    src = tmp_path / "src"
+    src.mkdir()
+    text = "".join(f"def f{i}(x):\n    return x + {i}\n" for i in range(3000)).encode()  # compressible, as code is
+    deflated = src / "pkg-1.0-py3-none-any.whl"
+    with zipfile.ZipFile(deflated, "w", zipfile.ZIP_DEFLATED) as archive:
+        archive.writestr("pkg/__init__.py", text)
+        archive.writestr("pkg/more.py", text[::-1])
+    stored = build.store_wheels([deflated], tmp_path / "stored")
+    plain = device.pack([deflated], tmp_path / "plain", part_bytes=4096)
+    packed = device.pack(stored, tmp_path / "xz", part_bytes=4096, compression="xz")
+    assert packed["compression"] == "xz" and plain["compression"] == ""
+    assert packed["tar_bytes"] < plain["tar_bytes"]  # one solid stream beats per-file deflate
+    back = device.reassemble(tmp_path / "xz", tmp_path / "out")
+    assert [p.read_bytes() for p in back] == [stored[0].read_bytes()]
+    with pytest.raises(device.KitError, match="compression must be '' or 'xz'"):
+        device.pack(stored, tmp_path / "bad", compression="gz")
+
+
+def test_a_stored_wheel_keeps_names_dates_modes_and_bytes_and_installs_its_executables(tmp_path):
+    import stat
+    import subprocess
+    import sys
+    import zipfile
+
+    wheel = tmp_path / "tool-1.0-py3-none-any.whl"
+    files = {"tool/__init__.py": b"VALUE = 7\n", "tool/bin/run": b"#!/bin/sh\necho ran\n",
+             "tool-1.0.dist-info/METADATA": b"Metadata-Version: 2.1\nName: tool\nVersion: 1.0\n",
+             "tool-1.0.dist-info/WHEEL": b"Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: true\nTag: py3-none-any\n",
+             "tool-1.0.dist-info/RECORD": b""}
+    with zipfile.ZipFile(wheel, "w", zipfile.ZIP_DEFLATED) as archive:
+        for name, data in files.items():
+            info = zipfile.ZipInfo(name, date_time=(2024, 5, 6, 7, 8, 10))
+            info.external_attr = (0o100755 if name.endswith("/run") else 0o100644) << 16
+            archive.writestr(info, data, compress_type=zipfile.ZIP_DEFLATED)
+    stored, = build.store_wheels([wheel], tmp_path / "stored")
+    with zipfile.ZipFile(wheel) as before, zipfile.ZipFile(stored) as after:
+        old, new = before.infolist(), after.infolist()
+        assert [(i.filename, i.date_time, i.external_attr) for i in old] == \
+               [(i.filename, i.date_time, i.external_attr) for i in new]
+        assert all(i.compress_type == zipfile.ZIP_STORED for i in new)
+        assert all(before.read(i.filename) == after.read(i.filename) for i in old)
+    site = tmp_path / "site"
+    subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", "--no-index", "--no-deps", "--target",
+                    str(site), str(stored)], check=True)
+    assert (site / "tool" / "__init__.py").read_bytes() == files["tool/__init__.py"]
+    assert (site / "tool" / "bin" / "run").stat().st_mode & stat.S_IXUSR
+    (tmp_path / "broken.whl").write_bytes(b"not a zip")
+    with pytest.raises(device.KitError, match="broken.whl: not a wheel"):
+        build.store_wheels([tmp_path / "broken.whl"], tmp_path / "stored")
+
+
 def test_a_corrupt_part_is_refused_by_name(tmp_path):
     device.pack(fake_wheels(tmp_path / "src", [9000, 9000]), tmp_path / "parts", part_bytes=4096)
     part = tmp_path / "parts" / "part-02"

@@ -83,8 +83,8 @@ def test_a_truncated_library_is_an_error_naming_its_wheel_and_member(built, tmp_
 
 def test_the_links_command_fails_naming_the_member_and_passes_once_provided(built, tmp_path, capsys):
     kit = tmp_path / "kit"
-    (kit / "wheels").mkdir(parents=True)
-    ext = wheel(kit / "wheels" / "ext-1.0-cp312-abi3-linux_x86_64.whl", {"pkg/_ext.abi3.so": built / "ext.so"})
+    (kit / "stored").mkdir(parents=True)  # where the kit keeps the wheels its parts hold
+    ext = wheel(kit / "stored" / "ext-1.0-cp312-abi3-linux_x86_64.whl", {"pkg/_ext.abi3.so": built / "ext.so"})
     device.pack([ext], kit / "parts")
     site = tmp_path / "standin" / "lib" / "python3.12" / "site-packages"
     site.mkdir(parents=True)

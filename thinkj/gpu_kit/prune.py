@@ -3,9 +3,10 @@
 Each device call carries one 50 MB part, and each call costs device time (a warm call about 6 s, plus the idle gap
 before the next). A few wheels hold large files that the device run never loads: a Java archive, a static library
 for C++ linking, kernels for other GPU generations or other model families. Dropping them (197 MB of 537 MB at the
-pins of ``requirements/constraints-gpu.txt``) takes the kit from eleven parts to seven. Each dropped file is named
-with its reason in :data:`PRUNED`, the wheel's ``RECORD`` loses its line, and the kit's manifest lists what was
-dropped. The kit targets the device tool's Hopper GPUs (compute capability 9.0, H100 / H200) and dense Qwen2 / Llama
+pins of ``requirements/constraints-gpu.txt``) took the kit from eleven parts to seven (storing the wheels
+uncompressed under one xz stream, :func:`thinkj.gpu_kit.build.store_wheels`, then took it to five). Each dropped file
+is named with its reason in :data:`PRUNED`, the wheel's ``RECORD`` loses its line, and the kit's manifest lists what
+was dropped. The kit targets the device tool's Hopper GPUs (compute capability 9.0, H100 / H200) and dense Qwen2 / Llama
 models: a cluster install (``scripts/setup_gpu_env.sh``) keeps every file.
 """
 
