@@ -363,6 +363,20 @@ def test_the_first_stash_says_what_the_image_lacks_while_later_calls_can_still_c
     shutil.copy(tmp_path / "parts" / "part-02", call)
     assert device.stash(call, tmp_path / "device") == ["part-01", "part-02"]
     assert "INFO from the image" not in capsys.readouterr().out  # said once, in the first call
+    assert "INFO kit compression: none (a plain tar)" in first
+
+
+def test_the_first_stash_says_whether_this_python_can_open_an_xz_kit(tmp_path, capsys):
+    device.pack(fake_wheels(tmp_path / "src", [9000]), tmp_path / "parts", part_bytes=4096, compression="xz")
+    device.stash(tmp_path / "parts", tmp_path / "device")
+    assert "INFO kit compression: xz, which this Python reads (lzma)" in capsys.readouterr().out
+    manifest = device.read_manifest(tmp_path / "parts")
+    assert device.compression_line(manifest, lzma_present=False).startswith(
+        "FAIL kit compression: xz, but this Python has no lzma module: rebuild the kit here with "
+        "`bash scripts/gpu_kit.sh build --compression none`")
+    assert build.store_wheels([tmp_path / "src" / "pkg0-1.0-py3-none-any.whl"], tmp_path / "copied",
+                              uncompressed=False)[0].read_bytes() == (tmp_path / "src" / "pkg0-1.0-py3-none-any.whl"
+                                                                      ).read_bytes()  # a kit without xz: as they are
 
 
 def test_extra_wheels_travel_with_a_part_and_join_the_kit_unless_they_clash(tmp_path):

@@ -357,7 +357,8 @@ def _folder_bytes(folder: Path) -> int:
 
 # ---------------------------------------------------------------- build and CLI
 
-def build(kit: Path = KIT_DIR, python: str | None = None, part_bytes: int = PART_BYTES) -> dict:
+def build(kit: Path = KIT_DIR, python: str | None = None, part_bytes: int = PART_BYTES,
+          compression: str = "xz") -> dict:
     python = python or find_python(PYTHON)
     (kit / "resolve").mkdir(parents=True, exist_ok=True)
     roots = sorted({r for rs in STACKS.values() for r in rs} | {"torch"})
@@ -370,25 +371,29 @@ def build(kit: Path = KIT_DIR, python: str | None = None, part_bytes: int = PART
         raise KitError(f"{CONSTRAINTS}: resolved off its pins: {off_pin}")
     selection = select(kit_report, image_report, read_device_image())
     wheels, dropped = prune_all(download(selection, kit_report, kit / "wheels"), kit / "pruned")
-    wheels = store_wheels(wheels, kit / "stored")
+    wheels = store_wheels(wheels, kit / "stored", uncompressed=bool(compression))
     meta = {"python": PYTHON, "image_roots": IMAGE_ROOTS, "image_listed": str(DEVICE_IMAGE.relative_to(ROOT)),
             "stack_of": selection.stack_of,
             "from_image": selection.from_image, "left_out": selection.left_out, "over_image": OVER_IMAGE,
             "pruned": dropped,
             "env": KIT_ENV}
-    return pack(wheels, kit / "parts", part_bytes, meta, compression="xz")
+    return pack(wheels, kit / "parts", part_bytes, meta, compression=compression)
 
 
-def store_wheels(wheels: list[Path], dest: Path) -> list[Path]:
-    """Each wheel rewritten with its files stored uncompressed (same names, order, dates and modes; pip installs it
-    as it would the original, whose RECORD hashes the files, not the archive), so that the kit's one xz stream
-    compresses the whole: 340 MB of deflated wheels became 230 MB (LOG, session 34)."""
+def store_wheels(wheels: list[Path], dest: Path, uncompressed: bool = True) -> list[Path]:
+    """The kit's wheels in ``dest``, each rewritten with its files stored uncompressed (same names, order, dates and
+    modes; pip installs it as it would the original, whose RECORD hashes the files, not the archive), so that the
+    kit's one xz stream compresses the whole: 340 MB of deflated wheels became 230 MB (LOG, session 34). With
+    ``uncompressed`` False (a kit without xz), copied as they are."""
     dest.mkdir(parents=True, exist_ok=True)
     for old in dest.glob("*.whl"):
         old.unlink()
     out = []
     for wheel in wheels:
         target = dest / wheel.name
+        if not uncompressed:
+            out.append(Path(shutil.copyfile(wheel, target)))
+            continue
         try:
             with zipfile.ZipFile(wheel) as source, zipfile.ZipFile(target, "w", zipfile.ZIP_STORED) as stored:
                 for info in source.infolist():

@@ -192,7 +192,26 @@ def stash(source: Path, dest: Path = DEVICE_DIR, extra: Path | None = None) -> l
     print(f"stash: {dest} holds {len(have)} of {len(manifest['parts'])} parts: {' '.join(have)}", flush=True)
     if first:  # the first call: what the kit takes from the image, checked while later calls can still carry a wheel
         print(image_line(manifest, dict(os.environ)), flush=True)
+        print(compression_line(manifest), flush=True)
     return have
+
+
+def compression_line(manifest: dict, lzma_present: bool | None = None) -> str:
+    """Whether this Python can open the kit's tar, said in the first call: an xz kit needs the lzma module (in every
+    CPython built with liblzma), and where it is missing, only the parts stashed so far are lost."""
+    if manifest.get("compression", "") != "xz":
+        return "INFO kit compression: none (a plain tar)"
+    if lzma_present is None:
+        try:
+            import lzma  # noqa: F401  (only whether it imports)
+
+            lzma_present = True
+        except ImportError:
+            lzma_present = False
+    if lzma_present:
+        return "INFO kit compression: xz, which this Python reads (lzma)"
+    return ("FAIL kit compression: xz, but this Python has no lzma module: rebuild the kit here with "
+            "`bash scripts/gpu_kit.sh build --compression none` (more parts) and stash those instead")
 
 
 def site_env(site: Path, base: dict[str, str] | None = None) -> dict[str, str]:
