@@ -79,6 +79,11 @@ def test_a_truncated_library_is_an_error_naming_its_wheel_and_member(built, tmp_
     bad = wheel(tmp_path / "bad-1.0-cp312-abi3-linux_x86_64.whl", {"pkg/_bad.abi3.so": short})
     with pytest.raises(device.KitError, match=r"bad-1.0-cp312-abi3-linux_x86_64.whl:pkg/_bad.abi3.so: .*truncated"):
         links.wheel_libraries(bad)
+    blob = bytearray((built / "ext.so").read_bytes())
+    blob[0x28:0x30] = bytes(8)  # e_shoff = 0: no section table, as sstrip leaves an object
+    (tmp_path / "bare.so").write_bytes(bytes(blob))
+    with (tmp_path / "bare.so").open("rb") as handle, pytest.raises(device.KitError, match="bare.so: no ELF section"):
+        links.dynamic_names(handle, "bare.so")
 
 
 def test_the_links_command_fails_naming_the_member_and_passes_once_provided(built, tmp_path, capsys):

@@ -54,8 +54,8 @@ def dynamic_names(handle: BinaryIO, where: str) -> tuple[list[str], str | None] 
         raise KitError(f"{where}: not a 64-bit little-endian ELF file (the device is x86-64)")
     shoff, = struct.unpack_from("<Q", head, 0x28)
     shentsize, shnum = struct.unpack_from("<HH", head, 0x3A)
-    if shoff == 0 or shnum == 0:
-        return [], None  # no section table (stripped of it): nothing to read, nothing claimed
+    if shoff == 0 or shnum == 0:  # stripped of its section table (sstrip): what it needs cannot be read this way
+        raise KitError(f"{where}: no ELF section table, so the libraries it needs cannot be read")
     handle.seek(shoff)
     table = handle.read(shentsize * shnum)
     if len(table) < shentsize * shnum or shentsize < 64:
