@@ -4,6 +4,7 @@ refused with its name; the call plan's arithmetic; the selection's closure. Smal
 from __future__ import annotations
 
 import random
+import sys
 
 import pytest
 
@@ -366,7 +367,7 @@ def test_the_first_stash_says_what_the_image_lacks_while_later_calls_can_still_c
     assert "INFO kit compression: none (a plain tar)" in first
 
 
-def test_the_first_stash_says_whether_this_python_can_open_an_xz_kit(tmp_path, capsys):
+def test_the_first_stash_says_whether_this_python_can_open_an_xz_kit(tmp_path, capsys, monkeypatch):
     device.pack(fake_wheels(tmp_path / "src", [9000]), tmp_path / "parts", part_bytes=4096, compression="xz")
     device.stash(tmp_path / "parts", tmp_path / "device")
     assert "INFO kit compression: xz, which this Python reads (lzma)" in capsys.readouterr().out
@@ -374,6 +375,10 @@ def test_the_first_stash_says_whether_this_python_can_open_an_xz_kit(tmp_path, c
     assert device.compression_line(manifest, lzma_present=False).startswith(
         "FAIL kit compression: xz, but this Python has no lzma module: rebuild the kit here with "
         "`bash scripts/gpu_kit.sh build --compression none`")
+    monkeypatch.setitem(sys.modules, "lzma", None)  # a Python without lzma: the stash keeps the part, exits non-zero
+    with pytest.raises(device.KitError, match="kit compression: xz, but this Python has no lzma module"):
+        device.stash(tmp_path / "parts", tmp_path / "device2")
+    assert (tmp_path / "device2" / "part-01").is_file()
     assert build.store_wheels([tmp_path / "src" / "pkg0-1.0-py3-none-any.whl"], tmp_path / "copied",
                               uncompressed=False)[0].read_bytes() == (tmp_path / "src" / "pkg0-1.0-py3-none-any.whl"
                                                                       ).read_bytes()  # a kit without xz: as they are

@@ -318,8 +318,9 @@ def print_plan(manifest: dict, checkout: int, tokenizer: Path = TOKENIZER_DIR, b
     for stack in STACKS:
         names = [w for w in manifest.get("stack_of", {}) if stack in manifest["stack_of"][w]]
         size = sum(w["bytes"] for w in manifest["wheels"] if wheel_package(w["file"]) in names)
-        print(f"  {stack}: {len(names)} packages carried or from the image, {size / mb:.1f} MB of wheels carried "
-              "(stored uncompressed; the parts compress them)")
+        stored = " (stored uncompressed; the parts compress them)" if manifest.get("compression") == "xz" else ""
+        print(f"  {stack}: {len(names)} packages carried or from the image, {size / mb:.1f} MB of wheels carried"
+              f"{stored}")
 
 
 def write_tokenizer(source: Path, dest: Path = TOKENIZER_DIR) -> list[str]:

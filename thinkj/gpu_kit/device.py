@@ -192,7 +192,10 @@ def stash(source: Path, dest: Path = DEVICE_DIR, extra: Path | None = None) -> l
     print(f"stash: {dest} holds {len(have)} of {len(manifest['parts'])} parts: {' '.join(have)}", flush=True)
     if first:  # the first call: what the kit takes from the image, checked while later calls can still carry a wheel
         print(image_line(manifest, dict(os.environ)), flush=True)
-        print(compression_line(manifest), flush=True)
+        readable = compression_line(manifest)
+        if readable.startswith("FAIL"):  # the parts are stashed, but no install could open them: say so by the exit
+            raise KitError(readable.removeprefix("FAIL "))
+        print(readable, flush=True)
     return have
 
 

@@ -26,7 +26,7 @@ from thinkj.gpu_kit.device import KitError
 
 # Libraries the device's system provides rather than a wheel: glibc's, the C++ runtime, zlib (the manylinux policies'
 # system libraries that the kit's wheels name) and the NVIDIA driver's, which the device's /usr/local/nvidia mounts.
-# The env step of scripts/gpu_device_run.sh looks each up there (ldconfig), so the assumption is read on the device.
+# The env step of scripts/gpu_device_run.sh loads each there by name (ctypes), so the assumption is read on the device.
 SYSTEM: frozenset[str] = frozenset({
     "libc.so.6", "libm.so.6", "libpthread.so.0", "libdl.so.2", "librt.so.1", "libutil.so.1", "libresolv.so.2",
     "ld-linux-x86-64.so.2", "libstdc++.so.6", "libgcc_s.so.1", "libz.so.1",
