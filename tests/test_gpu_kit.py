@@ -45,12 +45,22 @@ def test_an_xz_kit_round_trips_byte_for_byte_and_is_smaller_where_the_wheels_are
     stored = build.store_wheels([deflated], tmp_path / "stored")
     plain = device.pack([deflated], tmp_path / "plain", part_bytes=4096)
     packed = device.pack(stored, tmp_path / "xz", part_bytes=4096, compression="xz")
-    assert packed["compression"] == "xz" and plain["compression"] == ""
+    assert packed["compression"] == "xz" and plain["compression"] == "none"
     assert packed["tar_bytes"] < plain["tar_bytes"]  # one solid stream beats per-file deflate
     back = device.reassemble(tmp_path / "xz", tmp_path / "out")
     assert [p.read_bytes() for p in back] == [stored[0].read_bytes()]
-    with pytest.raises(device.KitError, match="compression must be '' or 'xz'"):
+    with pytest.raises(device.KitError, match="compression must be one of xz, none, got 'gz'"):
         device.pack(stored, tmp_path / "bad", compression="gz")
+
+
+def test_build_refuses_an_unknown_compression_before_any_download(tmp_path, monkeypatch):
+    def resolve(*args, **kwargs):
+        raise AssertionError("resolved (and would have downloaded) before checking the compression")
+
+    monkeypatch.setattr(build, "resolve", resolve)
+    with pytest.raises(device.KitError, match="compression must be one of xz, none, got ''"):
+        build.build(tmp_path / "kit", python=sys.executable, compression="")
+    assert not (tmp_path / "kit").exists()
 
 
 def test_a_stored_wheel_keeps_names_dates_modes_and_bytes_and_installs_its_executables(tmp_path):

@@ -32,6 +32,7 @@ from thinkj.gpu_kit.device import (  # the device half: parts, stash, install (s
     ROOT,
     KitError,
     _name,
+    check_compression,
     pack,
     read_manifest,
     sha256,
@@ -360,6 +361,7 @@ def _folder_bytes(folder: Path) -> int:
 
 def build(kit: Path = KIT_DIR, python: str | None = None, part_bytes: int = PART_BYTES,
           compression: str = "xz") -> dict:
+    check_compression(compression)  # before the minutes of downloads, not only in pack
     python = python or find_python(PYTHON)
     (kit / "resolve").mkdir(parents=True, exist_ok=True)
     roots = sorted({r for rs in STACKS.values() for r in rs} | {"torch"})
@@ -372,7 +374,7 @@ def build(kit: Path = KIT_DIR, python: str | None = None, part_bytes: int = PART
         raise KitError(f"{CONSTRAINTS}: resolved off its pins: {off_pin}")
     selection = select(kit_report, image_report, read_device_image())
     wheels, dropped = prune_all(download(selection, kit_report, kit / "wheels"), kit / "pruned")
-    wheels = store_wheels(wheels, kit / "stored", uncompressed=bool(compression))
+    wheels = store_wheels(wheels, kit / "stored", uncompressed=compression == "xz")
     meta = {"python": PYTHON, "image_roots": IMAGE_ROOTS, "image_listed": str(DEVICE_IMAGE.relative_to(ROOT)),
             "stack_of": selection.stack_of,
             "from_image": selection.from_image, "left_out": selection.left_out, "over_image": OVER_IMAGE,

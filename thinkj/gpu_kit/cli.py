@@ -27,7 +27,7 @@ from thinkj.gpu_kit.build import (
     write_bench,
     write_tokenizer,
 )
-from thinkj.gpu_kit.device import DEVICE_DIR, PART_BYTES, KitError, install_and_check, read_manifest, stash
+from thinkj.gpu_kit.device import COMPRESSIONS, DEVICE_DIR, PART_BYTES, KitError, install_and_check, read_manifest, stash
 from thinkj.gpu_kit.links import check_links
 
 
@@ -37,7 +37,7 @@ def main(argv: list[str] | None = None) -> int:
     b = sub.add_parser("build", help="resolve, download and cut the kit (needs the package index)")
     b.add_argument("--kit", type=Path, default=KIT_DIR)
     b.add_argument("--part-mb", type=float, default=PART_BYTES / 1e6)
-    b.add_argument("--compression", choices=("xz", "none"), default="xz",
+    b.add_argument("--compression", choices=COMPRESSIONS, default="xz",
                    help="xz: the wheels stored uncompressed in one xz stream (fewer parts; the device's Python needs "
                         "lzma); none: a plain tar of the wheels as downloaded")
     p = sub.add_parser("plan", help="print the device calls for a built kit")
@@ -67,8 +67,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if args.command == "build":
             model = smollm2_folder()  # first: a registry that cannot be reached fails here, before the kit's downloads
-            manifest = build(args.kit, part_bytes=int(args.part_mb * 1e6),
-                             compression="" if args.compression == "none" else "xz")
+            manifest = build(args.kit, part_bytes=int(args.part_mb * 1e6), compression=args.compression)
             write_tokenizer(model)
             if all((SHARED_DATA / name).is_file() for name in BENCH_FILES):
                 write_bench()

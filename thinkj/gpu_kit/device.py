@@ -67,23 +67,30 @@ def sha256(path: Path) -> str:
 
 # ---------------------------------------------------------------- parts (both sides)
 
+COMPRESSIONS = ("xz", "none")  # a kit's tar: one xz stream, or plain (kits before "none" wrote "" for it)
+
+
+def check_compression(compression: str) -> None:
+    if compression not in COMPRESSIONS:
+        raise KitError(f"compression must be one of {', '.join(COMPRESSIONS)}, got {compression!r}")
+
+
 def pack(wheels: list[Path], out: Path, part_bytes: int = PART_BYTES, meta: dict | None = None,
-         compression: str = "") -> dict:
+         compression: str = "none") -> dict:
     """Write the wheels as one tar cut into ``part-NN`` files of at most ``part_bytes``, and the manifest
     (``kit.json``: each part's size and sha256, each wheel's, the tar's). ``compression`` "xz" compresses the tar
     (for wheels stored uncompressed, :func:`thinkj.gpu_kit.build.store_wheels`: one solid xz stream is about a third
-    smaller than the wheels' own per-file deflate); "" only frames them. The device side reads either
+    smaller than the wheels' own per-file deflate); "none" only frames them. The device side reads either
     (``tarfile`` detects it)."""
     if part_bytes <= 0:
         raise KitError(f"part size must be positive, got {part_bytes}")
-    if compression not in ("", "xz"):
-        raise KitError(f"compression must be '' or 'xz', got {compression!r}")
+    check_compression(compression)
     out.mkdir(parents=True, exist_ok=True)
     for old in out.glob("part-*"):
         old.unlink()
     blob = out / "kit.tar"
-    options = {"preset": 6} if compression else {}
-    with tarfile.open(blob, f"w:{compression}", format=tarfile.PAX_FORMAT, **options) as tar:
+    xz = compression == "xz"
+    with tarfile.open(blob, "w:xz" if xz else "w", format=tarfile.PAX_FORMAT, **({"preset": 6} if xz else {})) as tar:
         for wheel in sorted(wheels, key=lambda p: p.name):
             info = tar.gettarinfo(str(wheel), arcname=wheel.name)
             info.uid = info.gid = 0
