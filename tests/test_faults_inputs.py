@@ -6,6 +6,8 @@ traceback, never a silently wrong value:
 * a broken model-profile YAML (syntax, shape, a key of the wrong kind);
 * ``load_source`` options: a ``--column-map`` that is not a JSON object of columns, ``--strength-thresholds``
   that are not two finite increasing numbers, a NaN score gap (never binned as strength 3);
+* a model a data stage loads (dedup's and decontamination's encoder, clip's tokenizer) that is not there, holds
+  no model, or is a hub id the offline hub cannot give;
 * an unknown benchmark wherever one is named (``thinkj eval``, a sweep spec);
 * a sweep spec of the wrong shape or a damaged ``state.json``, through ``thinkj sweep``;
 * a full disk (a real one: a small tmpfs, where this machine lets a test mount one), a read-only file system and
@@ -212,6 +214,23 @@ CASES = [
      "bigint_profile.yaml: not a usable document: an integer longer", "{outdir}"),
     ("unknown profile name", "thinkj", ["eval", "run", "rewardbench", "--model", "{folder}", "--profile", "qwen9",
                                         "--out", "{outdir}"], "no model profile 'qwen9'", "{outdir}"),
+    # a model a data stage loads (an encoder, a tokenizer): a path that is not there, a folder without one in it,
+    # a hub id neither cached nor reachable (HF_HUB_OFFLINE=1: conftest.py)
+    ("dedup encoder folder missing", "dedup", ["--in", "{pairs_jsonl}", "--out", "{out}", "--model", "{outdir}/enc"],
+     "enc: --model folder does not exist", "{out}"),
+    ("dedup encoder folder without a model", "dedup", ["--in", "{pairs_jsonl}", "--out", "{out}", "--model",
+                                                       "{folder}"],
+     "a_folder: cannot load it as a sentence encoder", "{out}"),
+    ("dedup encoder hub id offline", "dedup", ["--in", "{pairs_jsonl}", "--out", "{out}", "--model", "org/no-encoder"],
+     "org/no-encoder: --model is not a local folder and not in the hub cache", "{out}"),
+    ("decontaminate encoder folder missing", "thinkj", ["data", "decontaminate", "{pairs_jsonl}", "{out}", "--against",
+                                                        "synthetic={pairs_jsonl}", "--encoder", "{outdir}/enc"],
+     "enc: --encoder folder does not exist", "{out}"),
+    ("clip tokenizer folder missing", "thinkj", ["data", "clip", "{pairs_jsonl}", "{out}", "--tokenizer",
+                                                 "{outdir}/tok"], "tok: --tokenizer folder does not exist", "{out}"),
+    ("clip tokenizer folder without one", "thinkj", ["data", "clip", "{pairs_jsonl}", "{out}", "--tokenizer",
+                                                     "{folder}"],
+     "a_folder: cannot load a tokenizer from it", "{out}"),
     # unknown benchmarks
     ("eval run unknown benchmark", "thinkj", ["eval", "run", "rewardbnch", "--model", "m", "--out", "{outdir}"],
      "unknown benchmark 'rewardbnch'", "{outdir}"),
@@ -253,7 +272,8 @@ def _entry(kind: str, argv: list[str]):
         return lambda: run_typer(app)
     import importlib
 
-    main = importlib.import_module({"load_source": "data_prep.load_source", "difficulty": "data_prep.difficulty"}[kind]).main
+    main = importlib.import_module({"load_source": "data_prep.load_source", "difficulty": "data_prep.difficulty",
+                                     "dedup": "data_prep.dedup"}[kind]).main
     return lambda: main(argv)
 
 

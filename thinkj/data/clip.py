@@ -51,7 +51,13 @@ def make_counter(tokenizer: str | None) -> tuple[Callable[[list[str]], list[int]
         return (lambda texts: [len(t.split()) for t in texts]), "whitespace words"
     from transformers import AutoTokenizer
 
-    tok = AutoTokenizer.from_pretrained(tokenizer)
+    from thinkj.inference.identity import check_model_source
+
+    check_model_source(tokenizer, what="--tokenizer")
+    try:
+        tok = AutoTokenizer.from_pretrained(tokenizer)
+    except (OSError, ValueError) as error:  # a folder without tokenizer files, a hub id that does not exist
+        raise ThinkJError(f"--tokenizer {tokenizer}: cannot load a tokenizer from it ({error})") from None
     return (lambda texts: [len(ids) for ids in tok(texts, add_special_tokens=False)["input_ids"]] if texts else []), tokenizer
 
 

@@ -33,7 +33,7 @@ from typing import Any
 
 import numpy as np
 
-from thinkj.data.dedup import DEFAULT_BLOCK, DEFAULT_CHUNK, normalise_rows
+from thinkj.data.dedup import DEFAULT_BLOCK, DEFAULT_CHUNK, check_encoder, normalise_rows
 from thinkj.data.ngrams import NgramIndex, shared_ngrams, words
 from thinkj.errors import ThinkJError
 
@@ -151,6 +151,7 @@ class Checker:
         check_range("--threshold", threshold, low=0, low_open=True, high=1)
         self.benchmarks, self.n, self.min_whole, self.threshold = list(benchmarks), n, min_whole, threshold
         self.encoder = None if encoder in (None, "", "none") else encoder
+        check_encoder("--encoder", self.encoder)
         self.refs = [(b, item, prompt) for b, bench in enumerate(self.benchmarks) for item, prompt in bench.items]
         self.ref_words = [words(prompt) for _, _, prompt in self.refs]
         self.exact: dict[str, list[int]] = {}

