@@ -231,6 +231,16 @@ CASES = [
     ("clip tokenizer folder without one", "thinkj", ["data", "clip", "{pairs_jsonl}", "{out}", "--tokenizer",
                                                      "{folder}"],
      "a_folder: cannot load a tokenizer from it", "{out}"),
+    # a served judge's --tokenizer (counts prompt tokens): refused, not dropped in silence, before any call
+    ("eval --tokenizer folder missing", "thinkj", ["eval", "run", "synthetic", "--model", "m", "--backend", "openai",
+                                                   "--backend-arg", "base_url=http://127.0.0.1:9/v1", "--tokenizer",
+                                                   "{outdir}/tok", "--data", "{pairs_jsonl}", "--out", "{outdir}"],
+     "tok: --tokenizer folder does not exist", "{outdir}"),
+    ("eval --tokenizer folder without one", "thinkj", ["eval", "run", "synthetic", "--model", "m", "--backend",
+                                                       "openai", "--backend-arg", "base_url=http://127.0.0.1:9/v1",
+                                                       "--tokenizer", "{folder}", "--data", "{pairs_jsonl}", "--out",
+                                                       "{outdir}"],
+     "a_folder: cannot read its tokenizer/config to count prompt tokens", "{outdir}/synthetic.judgments.jsonl"),
     # unknown benchmarks
     ("eval run unknown benchmark", "thinkj", ["eval", "run", "rewardbnch", "--model", "m", "--out", "{outdir}"],
      "unknown benchmark 'rewardbnch'", "{outdir}"),

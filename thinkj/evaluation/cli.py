@@ -91,6 +91,8 @@ def run(benchmark: str = typer.Argument(..., help=BENCH_HELP),
     check_backend_args(backend, kwargs)
     if backend in ("hf", "vllm", "classifier"):  # before the benchmark loads: a missing model folder fails at once
         check_model_source(model)
+    if tokenizer:
+        check_model_source(tokenizer, what="--tokenizer")
     if batch_size is not None and backend in ("hf", "classifier"):  # vLLM and servers batch by themselves
         kwargs["batch_size"] = batch_size
     if max_new_tokens is None:

@@ -68,7 +68,7 @@ def budget_for_backend(backend: str, model: str, kwargs: dict[str, Any], *, cont
                        tokenizer: str | None = None) -> PromptBudget | None:
     """The budget for a named backend: context length as given, else the backend's ``max_model_len`` argument,
     else the model config's. None for a server model without a local tokenizer (then the server's own check
-    applies and its refusals are recorded as failed calls)."""
+    applies and its refusals are recorded as failed calls); a ``tokenizer`` named but not loadable is an error."""
     if backend in ("hf", "vllm"):  # a catalog name (smollm2) is its converted folder, as in make_backend
         from thinkj.models import resolve_model
 
@@ -77,6 +77,9 @@ def budget_for_backend(backend: str, model: str, kwargs: dict[str, Any], *, cont
         return PromptBudget.for_model(model, context_length=context_length or kwargs.get("max_model_len"),
                                       tokenizer=tokenizer, chat_template=kwargs.get("chat_template"))
     except (OSError, ValueError) as err:
+        if tokenizer:  # asked for by name: never dropped in silence
+            raise ThinkJError(f"--tokenizer {tokenizer}: cannot read its tokenizer/config to count prompt tokens "
+                              f"({err})") from None
         if backend in ("hf", "vllm"):
             raise ThinkJError(f"{model}: cannot read its tokenizer/config to count prompt tokens ({err})") from None
         return None
