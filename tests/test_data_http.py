@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import re
 import signal
 import sqlite3
 import subprocess
@@ -108,6 +109,57 @@ def test_retry_after_is_honoured_and_4xx_fails_at_once(tmp_path):
                                   max_retries=5, progress=False)
         failed = wrong.chat_many(convs[:2], SamplingParams())
     assert [r[0].attempts for r in failed] == [1, 1] and cache.counts() == {"results": 0, "failures": 2}
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def test_a_server_that_is_down_costs_a_few_calls_then_a_rerun_asks_for_the_rest(tmp_path):
+    """Nothing listens on the port: after give_up_after calls failed in a row, the calls left are recorded as
+    failed without a request; a rerun, once a server answers there, asks for every one of them."""
+    _, convs = _convs(40, seed=2)
+    port, params = _free_port(), SamplingParams(max_new_tokens=64)
+    url = f"http://127.0.0.1:{port}/v1"
+    cache = ResultCache(tmp_path / "cache.sqlite")
+    down = OpenAIChatBackend("r1-scripted", url, api_key_env=None, cache=cache, tag=TEMPLATE, max_concurrency=2,
+                             max_retries=1, backoff=0.01, max_backoff=0.02, progress=False, give_up_after=4)
+    results = [row[0] for row in down.chat_many(convs, params)]
+    assert not any(r.ok for r in results)
+    sent = [r for r in results if r.attempts]
+    assert 4 <= len(sent) <= 5 and down.stats["requests"] == 2 * len(sent)  # the 5th may be in flight at the 4th
+    assert all(re.match(r"not sent: the [45] calls before it failed in a row after their retries", r.error)
+               for r in results if not r.attempts)
+    distinct = len({json.dumps(c) for c in convs})  # the cache keys on the conversation: repeats share a row
+    assert down.stats["not_sent"] == 40 - len(sent) and cache.counts() == {"results": 0, "failures": distinct}
+    with TeacherServer(TeacherConfig(), port=port) as server:
+        rerun = OpenAIChatBackend("r1-scripted", url, api_key_env=None, cache=cache, tag=TEMPLATE, progress=False,
+                                  give_up_after=4)
+        assert all(row[0].ok for row in rerun.chat_many(convs, params))
+        assert sum(server.counts()["requests"].values()) == 40
+    # give_up_after=0: every call is sent, whatever failed before it
+    every = OpenAIChatBackend("r1-scripted", url, api_key_env=None, max_concurrency=2, max_retries=0, progress=False,
+                              give_up_after=0)
+    assert not any(row[0].ok for row in every.chat_many(convs[:10], params)) and every.stats["requests"] == 10
+    cache.close()
+
+
+def test_failures_apart_never_add_up_to_giving_up():
+    """One call at a time against prompts of which about 30 % always fail: more than give_up_after fail in all, never
+    give_up_after in a row, so every call is sent (an answer resets the count)."""
+    _, convs = _convs(40, seed=4)
+    with TeacherServer(TeacherConfig(poison_rate=0.3, fault_seed=5)) as server:
+        backend = OpenAIChatBackend("r1-scripted", server.base_url, api_key_env=None, max_concurrency=1, max_retries=0,
+                                    progress=False, give_up_after=6)
+        results = [row[0] for row in backend.chat_many(convs, SamplingParams(max_new_tokens=64))]
+    failed = [not r.ok for r in results]
+    longest = max(len(run) for run in "".join("x" if f else "." for f in failed).split("."))
+    assert sum(failed) > 6 > longest  # the set-up this test needs: failures many, but apart
+    assert backend.stats["not_sent"] == 0 and all(r.attempts == 1 for r in results)
 
 
 def test_generate_inside_a_running_loop_and_n_samples():

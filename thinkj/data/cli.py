@@ -39,6 +39,9 @@ def traces_cmd(
     max_new_tokens: int = typer.Option(8192),
     concurrency: int = typer.Option(16, help="requests in flight at once"),
     max_retries: int = typer.Option(6),
+    give_up_after: int = typer.Option(None, help="after this many calls failed in a row (each after its retries), "
+                                                  "send no more: recorded as failed, a rerun asks again; 0: never "
+                                                  "[the client's GIVE_UP_AFTER, thinkj/inference/http_client.py]"),
     timeout: float = typer.Option(600.0, help="seconds per request"),
     cache: Path = typer.Option(None, help="result cache (default: OUT's folder/cache.sqlite)"),
 ) -> None:
@@ -52,7 +55,8 @@ def traces_cmd(
 
     summary = run_traces(pairs, out, model=model, base_url=base_url, api_key_env=api_key_env, template=template,
                          temperature=temperature, max_new_tokens=max_new_tokens, max_concurrency=concurrency,
-                         max_retries=max_retries, timeout=timeout, cache_path=cache)
+                         max_retries=max_retries, timeout=timeout, cache_path=cache,
+                         **({} if give_up_after is None else {"give_up_after": give_up_after}))
     typer.echo(json.dumps({k: v for k, v in summary.items() if k != "dropped_ids"}, indent=1))
 
 

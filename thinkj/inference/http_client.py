@@ -16,7 +16,10 @@ Each finished call is written to the :class:`ResultCache` (keyed on the served m
 :attr:`OpenAIChatBackend.identity`) the moment it completes; a call that exhausts its
 retries is recorded with ``put_failure`` and is never a stored answer. So every (conversation, sample) ends
 with exactly one stored result or one recorded failure, a killed run loses only calls in flight, and a rerun
-asks only for what is missing (recorded failures are retried). ``generate`` returns a
+asks only for what is missing (recorded failures are retried). A server that is down, or an endpoint that fails
+every call, does not cost hours of back-off: once ``give_up_after`` calls in a row have failed after their retries
+(a success resets the count), the calls not yet sent are recorded as failed ("not sent") without a request, and the
+stage ends incomplete as for any failed call; a rerun asks for them again. ``generate`` returns a
 :class:`~thinkj.inference.failures.FailedCall` for a failed call (the rule stages apply to failed calls is in
 :mod:`thinkj.inference.failures`).
 
@@ -46,6 +49,9 @@ log = logging.getLogger(__name__)
 RETRY_STATUS = frozenset({408, 409, 425, 429, 500, 502, 503, 504})
 OPEN, CLOSE = "<think>", "</think>"
 DEFAULT_BASE_URL = "http://127.0.0.1:8000/v1"  # `vllm serve`'s default port
+# calls failed in a row (each after its retries) before the rest are not sent: with the default retries a failed
+# call takes about a minute of back-off, so a server that is down costs minutes, not (calls / concurrency) minutes
+GIVE_UP_AFTER = 32
 
 
 def served_identity(model: str, base_url: str = DEFAULT_BASE_URL) -> str:
@@ -137,7 +143,8 @@ class OpenAIChatBackend:
     def __init__(self, model: str, base_url: str = DEFAULT_BASE_URL, *, api_key_env: str | None = "OPENAI_API_KEY",
                  max_concurrency: int = 16, timeout: float = 600.0, max_retries: int = 6, backoff: float = 1.0,
                  max_backoff: float = 60.0, cache: ResultCache | str | os.PathLike | None = None, tag: str = "",
-                 join_reasoning: bool = True, progress: bool = True, extra_body: dict[str, Any] | None = None):
+                 join_reasoning: bool = True, progress: bool = True, extra_body: dict[str, Any] | None = None,
+                 give_up_after: int = GIVE_UP_AFTER):
         self.name = model
         self.base_url = base_url.rstrip("/")
         self.api_key_env = api_key_env
@@ -146,12 +153,13 @@ class OpenAIChatBackend:
         self.timeout = float(timeout)
         self.max_retries = max(0, int(max_retries))
         self.backoff, self.max_backoff = float(backoff), float(max_backoff)
+        self.give_up_after = max(0, int(give_up_after))  # 0: send every call whatever came before
         self.cache = cache if isinstance(cache, ResultCache) or cache is None else ResultCache(cache)
         self.tag = tag
         self.join_reasoning = join_reasoning  # generate() returns "<think>reasoning</think>content" when True
         self.progress = progress
         self.extra_body = dict(extra_body or {})
-        self.stats = {"requests": 0, "retries": 0, "failures": 0, "cached": 0, "completed": 0}
+        self.stats = {"requests": 0, "retries": 0, "failures": 0, "cached": 0, "completed": 0, "not_sent": 0}
 
     def __repr__(self) -> str:
         return (f"OpenAIChatBackend(model={self.name!r}, base_url={self.base_url!r}, api_key_env={self.api_key_env!r}, "
@@ -228,11 +236,17 @@ class OpenAIChatBackend:
             headers["Authorization"] = f"Bearer {self.__key}"
         timeout = aiohttp.ClientTimeout(total=self.timeout)
         connector = aiohttp.TCPConnector(limit=self.max_concurrency)
+        failed_in_a_row = 0
         async with aiohttp.ClientSession(headers=headers, timeout=timeout, connector=connector) as session:
             with progress_bar(f"{self.name} via {self.base_url}", len(todo), enabled=self.progress) as advance:
                 async def one(i: int, k: int, key: str) -> None:
+                    nonlocal failed_in_a_row
                     async with limit:
-                        result = await self._call(session, conversations[i], params, k)
+                        if self.give_up_after and failed_in_a_row >= self.give_up_after:
+                            result = self._not_sent(failed_in_a_row)
+                        else:
+                            result = await self._call(session, conversations[i], params, k)
+                            failed_in_a_row = 0 if result.ok else failed_in_a_row + 1
                     self._store(key, result)
                     results[i][k] = result
                     advance(1)
@@ -241,6 +255,14 @@ class OpenAIChatBackend:
         return results  # type: ignore[return-value]
 
     # -- internals --------------------------------------------------------------------------------------------
+    def _not_sent(self, failed_in_a_row: int) -> ChatResult:
+        if not self.stats["not_sent"]:
+            log.warning("%s via %s: the last %d calls all failed after their retries; the calls left are not sent "
+                        "(recorded as failed: rerun to ask for them)", self.name, self.base_url, failed_in_a_row)
+        self.stats["not_sent"] += 1
+        return ChatResult(error=f"not sent: the {failed_in_a_row} calls before it failed in a row after their "
+                                "retries (is the server up?)", attempts=0)
+
     def _scrub(self, text: str) -> str:
         return text.replace(self.__key, "***") if self.__key else text
 
