@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from thinkj.errors import ThinkJError
 from thinkj.inference import SamplingParams, make_backend
 from thinkj.inference.cache import ResultCache, cache_key
 from thinkj.inference.http_client import OpenAIChatBackend, _retry_after, served_identity, split_reasoning
@@ -120,8 +121,8 @@ def _free_port() -> int:
 
 
 def test_a_server_that_is_down_costs_a_few_calls_then_a_rerun_asks_for_the_rest(tmp_path):
-    """Nothing listens on the port: after give_up_after calls failed in a row, the calls left are recorded as
-    failed without a request; a rerun, once a server answers there, asks for every one of them."""
+    """Nothing listens on the port: after give_up_after calls in a row found no server, the calls left are recorded
+    as failed without a request; a rerun, once a server answers there, asks for every one of them."""
     _, convs = _convs(40, seed=2)
     port, params = _free_port(), SamplingParams(max_new_tokens=64)
     url = f"http://127.0.0.1:{port}/v1"
@@ -132,7 +133,7 @@ def test_a_server_that_is_down_costs_a_few_calls_then_a_rerun_asks_for_the_rest(
     assert not any(r.ok for r in results)
     sent = [r for r in results if r.attempts]
     assert 4 <= len(sent) <= 5 and down.stats["requests"] == 2 * len(sent)  # the 5th may be in flight at the 4th
-    assert all(re.match(r"not sent: the [45] calls before it failed in a row after their retries", r.error)
+    assert all(re.match(r"not sent: the [45] calls before it found no server after their retries", r.error)
                for r in results if not r.attempts)
     distinct = len({json.dumps(c) for c in convs})  # the cache keys on the conversation: repeats share a row
     assert down.stats["not_sent"] == 40 - len(sent) and cache.counts() == {"results": 0, "failures": distinct}
@@ -148,18 +149,35 @@ def test_a_server_that_is_down_costs_a_few_calls_then_a_rerun_asks_for_the_rest(
     cache.close()
 
 
-def test_failures_apart_never_add_up_to_giving_up():
-    """One call at a time against prompts of which about 30 % always fail: more than give_up_after fail in all, never
-    give_up_after in a row, so every call is sent (an answer resets the count)."""
+def test_calls_without_a_server_apart_never_add_up_to_giving_up():
+    """One call at a time against prompts of which about 30 % always have their connection dropped (no response):
+    more than give_up_after find no server in all, never give_up_after in a row, so every call is sent (an answer
+    resets the count)."""
     _, convs = _convs(40, seed=4)
-    with TeacherServer(TeacherConfig(poison_rate=0.3, fault_seed=5)) as server:
+    with pytest.raises(ThinkJError, match="poison_fault must be '500' or 'drop', got '404'"):
+        TeacherConfig(poison_fault="404")
+    with TeacherServer(TeacherConfig(poison_rate=0.3, poison_fault="drop", fault_seed=5)) as server:
         backend = OpenAIChatBackend("r1-scripted", server.base_url, api_key_env=None, max_concurrency=1, max_retries=0,
                                     progress=False, give_up_after=6)
         results = [row[0] for row in backend.chat_many(convs, SamplingParams(max_new_tokens=64))]
+    assert backend.stats["not_sent"] == 0 and all(r.attempts == 1 for r in results)
     failed = [not r.ok for r in results]
     longest = max(len(run) for run in "".join("x" if f else "." for f in failed).split("."))
     assert sum(failed) > 6 > longest  # the set-up this test needs: failures many, but apart
-    assert backend.stats["not_sent"] == 0 and all(r.attempts == 1 for r in results)
+    assert all(r.unreachable for r in results if not r.ok)
+
+
+def test_prompts_the_server_refuses_never_stop_the_others():
+    """A server that answers 500 to every prompt is up: however many fail in a row, each call is sent (a stop here
+    would leave a rerun stuck behind the same refused prompts)."""
+    _, convs = _convs(12, seed=5)
+    with TeacherServer(TeacherConfig(poison_rate=1.0)) as server:
+        backend = OpenAIChatBackend("r1-scripted", server.base_url, api_key_env=None, max_concurrency=2, max_retries=0,
+                                    progress=False, give_up_after=2)
+        results = [row[0] for row in backend.chat_many(convs, SamplingParams(max_new_tokens=64))]
+        assert sum(server.counts()["requests"].values()) == 12
+    assert all(not r.ok and "poisoned prompt" in r.error and not r.unreachable for r in results)
+    assert backend.stats["not_sent"] == 0
 
 
 def test_generate_inside_a_running_loop_and_n_samples():

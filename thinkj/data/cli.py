@@ -39,8 +39,9 @@ def traces_cmd(
     max_new_tokens: int = typer.Option(8192),
     concurrency: int = typer.Option(16, help="requests in flight at once"),
     max_retries: int = typer.Option(6),
-    give_up_after: int = typer.Option(None, help="after this many calls failed in a row (each after its retries), "
-                                                  "send no more: recorded as failed, a rerun asks again; 0: never "
+    give_up_after: int = typer.Option(None, help="after this many calls in a row found no server (each after its "
+                                                  "retries), send no more: recorded as failed, a rerun asks again; "
+                                                  "0: never "
                                                   "[the client's GIVE_UP_AFTER, thinkj/inference/http_client.py]"),
     timeout: float = typer.Option(600.0, help="seconds per request"),
     cache: Path = typer.Option(None, help="result cache (default: OUT's folder/cache.sqlite)"),

@@ -16,10 +16,12 @@ Each finished call is written to the :class:`ResultCache` (keyed on the served m
 :attr:`OpenAIChatBackend.identity`) the moment it completes; a call that exhausts its
 retries is recorded with ``put_failure`` and is never a stored answer. So every (conversation, sample) ends
 with exactly one stored result or one recorded failure, a killed run loses only calls in flight, and a rerun
-asks only for what is missing (recorded failures are retried). A server that is down, or an endpoint that fails
-every call, does not cost hours of back-off: once ``give_up_after`` calls in a row have failed after their retries
-(a success resets the count), the calls not yet sent are recorded as failed ("not sent") without a request, and the
-stage ends incomplete as for any failed call; a rerun asks for them again. ``generate`` returns a
+asks only for what is missing (recorded failures are retried). A server that cannot be reached does not cost
+hours of back-off: once ``give_up_after`` calls in a row have failed without the server answering (refused, dropped
+or timed out on their last attempt), the calls not yet sent are recorded as failed ("not sent") without a request,
+and the stage ends incomplete as for any failed call; a rerun asks for them again. A call the server answers, even
+with an error status, resets the count: prompts it refuses one by one (a 400, a 500 for one prompt) never stop the
+others, so a rerun always gets past them, and a rate-limited API (429) keeps being asked. ``generate`` returns a
 :class:`~thinkj.inference.failures.FailedCall` for a failed call (the rule stages apply to failed calls is in
 :mod:`thinkj.inference.failures`).
 
@@ -49,8 +51,9 @@ log = logging.getLogger(__name__)
 RETRY_STATUS = frozenset({408, 409, 425, 429, 500, 502, 503, 504})
 OPEN, CLOSE = "<think>", "</think>"
 DEFAULT_BASE_URL = "http://127.0.0.1:8000/v1"  # `vllm serve`'s default port
-# calls failed in a row (each after its retries) before the rest are not sent: with the default retries a failed
-# call takes about a minute of back-off, so a server that is down costs minutes, not (calls / concurrency) minutes
+# calls in a row that found no server (each after its retries) before the rest are not sent: with the default
+# retries such a call takes about a minute of back-off, so a server that is down costs minutes, not
+# (calls / concurrency) minutes
 GIVE_UP_AFTER = 32
 
 
@@ -69,6 +72,7 @@ class ChatResult:
     error: str | None = None  # set when the call failed after all retries
     attempts: int = 0
     cached: bool = False
+    unreachable: bool = False  # failed without the server answering its last attempt (refused, dropped, timed out)
 
     @property
     def ok(self) -> bool:
@@ -246,7 +250,7 @@ class OpenAIChatBackend:
                             result = self._not_sent(failed_in_a_row)
                         else:
                             result = await self._call(session, conversations[i], params, k)
-                            failed_in_a_row = 0 if result.ok else failed_in_a_row + 1
+                            failed_in_a_row = failed_in_a_row + 1 if result.unreachable else 0
                     self._store(key, result)
                     results[i][k] = result
                     advance(1)
@@ -257,11 +261,11 @@ class OpenAIChatBackend:
     # -- internals --------------------------------------------------------------------------------------------
     def _not_sent(self, failed_in_a_row: int) -> ChatResult:
         if not self.stats["not_sent"]:
-            log.warning("%s via %s: the last %d calls all failed after their retries; the calls left are not sent "
-                        "(recorded as failed: rerun to ask for them)", self.name, self.base_url, failed_in_a_row)
+            log.warning("%s via %s: the last %d calls found no server after their retries; the calls left are not "
+                        "sent (recorded as failed: rerun to ask for them)", self.name, self.base_url, failed_in_a_row)
         self.stats["not_sent"] += 1
-        return ChatResult(error=f"not sent: the {failed_in_a_row} calls before it failed in a row after their "
-                                "retries (is the server up?)", attempts=0)
+        return ChatResult(error=f"not sent: the {failed_in_a_row} calls before it found no server after their "
+                                "retries (is it up?)", attempts=0)
 
     def _scrub(self, text: str) -> str:
         return text.replace(self.__key, "***") if self.__key else text
@@ -292,9 +296,10 @@ class OpenAIChatBackend:
         body = self._payload(messages, params, sample)
         url = f"{self.base_url}/chat/completions"
         error = ""
+        unreachable = False
         for attempt in range(self.max_retries + 1):
             self.stats["requests"] += 1
-            wait = None
+            wait, unreachable = None, False
             try:
                 async with session.post(url, json=body) as response:
                     text = await response.text()
@@ -315,9 +320,11 @@ class OpenAIChatBackend:
             except _Retryable as err:
                 error, wait = str(err), err.retry_after
             except asyncio.TimeoutError:
-                error = f"timeout after {self.timeout:g} s"
+                error, unreachable = f"timeout after {self.timeout:g} s", True
             except (aiohttp.ClientError, ConnectionError) as err:  # dropped connections, payload errors, refused
                 error = f"{type(err).__name__}: {err}"
+                # no answer at all (refused, reset, dropped before a response); a payload error had one begin
+                unreachable = isinstance(err, (aiohttp.ClientConnectionError, ConnectionError))
             if attempt == self.max_retries:
                 break
             self.stats["retries"] += 1
@@ -326,4 +333,4 @@ class OpenAIChatBackend:
                 delay = max(delay, min(wait, self.max_backoff))
             log.debug("retry %d/%d in %.2f s: %s", attempt + 1, self.max_retries, delay, self._scrub(error)[:200])
             await asyncio.sleep(delay)
-        return ChatResult(error=self._scrub(error) or "failed", attempts=self.max_retries + 1)
+        return ChatResult(error=self._scrub(error) or "failed", attempts=self.max_retries + 1, unreachable=unreachable)

@@ -30,6 +30,7 @@ import threading
 import time
 from collections import Counter
 from dataclasses import dataclass, field
+from typing import NoReturn
 
 from thinkj.errors import ThinkJError
 from thinkj.prompts import verdict_sentence
@@ -59,6 +60,7 @@ class TeacherConfig:
     seed: int = 0
     faults: dict[str, float] = field(default_factory=dict)  # {"timeout": 0.05, "429": 0.05, ...} per request
     poison_rate: float = 0.0  # share of prompts that always fail with 500 (exhaust the client's retries)
+    poison_fault: str = "500"  # how a poisoned prompt fails: "500", or "drop" (the connection closed, no response)
     fault_seed: int = 0
     delay: float = 0.0  # seconds before each answer
     timeout_sleep: float = 5.0  # how long a "timeout" fault stalls (longer than the client's timeout in tests)
@@ -70,6 +72,8 @@ class TeacherConfig:
     def __post_init__(self) -> None:
         if self.always not in (None, "a", "b"):
             raise ThinkJError(f"always must be 'a', 'b' or unset, got {self.always!r}")
+        if self.poison_fault not in ("500", "drop"):
+            raise ThinkJError(f"poison_fault must be '500' or 'drop', got {self.poison_fault!r}")
         unknown = set(self.faults) - set(FAULTS)
         if unknown:
             raise ThinkJError(f"unknown fault kinds {sorted(unknown)}; known: {FAULTS}")
@@ -181,6 +185,8 @@ class TeacherServer:
             if self.config.delay:
                 await asyncio.sleep(self.config.delay)
             if _unit(self.config.fault_seed, "poison", text) < self.config.poison_rate:
+                if self.config.poison_fault == "drop":
+                    self._drop("poison", request)
                 return self._fault("poison", web.json_response({"error": {"message": "poisoned prompt"}}, status=500))
             edge = 0.0
             for kind in FAULTS:
@@ -227,7 +233,10 @@ class TeacherServer:
         if kind == "malformed":
             return self._fault(kind, web.Response(text='{"choices": [{"message": {"content": "trunc', status=200,
                                                   content_type="application/json"))
-        # drop: close the socket without an HTTP response
+        self._drop(kind, request)
+
+    def _drop(self, kind: str, request) -> NoReturn:
+        """Close the socket without an HTTP response."""
         with self._lock:
             self.faults[kind] += 1
         if request.transport is not None:
