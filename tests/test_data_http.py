@@ -142,6 +142,8 @@ def test_a_server_that_is_down_costs_a_few_calls_then_a_rerun_asks_for_the_rest(
                                   give_up_after=4)
         assert all(row[0].ok for row in rerun.chat_many(convs, params))
         assert sum(server.counts()["requests"].values()) == 40
+    with pytest.raises(ThinkJError, match="give_up_after must be >= 0, got -1"):  # not "off" in disguise
+        OpenAIChatBackend("r1-scripted", url, api_key_env=None, give_up_after=-1)
     # give_up_after=0: every call is sent, whatever failed before it
     every = OpenAIChatBackend("r1-scripted", url, api_key_env=None, max_concurrency=2, max_retries=0, progress=False,
                               give_up_after=0)

@@ -157,7 +157,10 @@ class OpenAIChatBackend:
         self.timeout = float(timeout)
         self.max_retries = max(0, int(max_retries))
         self.backoff, self.max_backoff = float(backoff), float(max_backoff)
-        self.give_up_after = max(0, int(give_up_after))  # 0: send every call whatever came before
+        from thinkj.checks import check_range
+
+        check_range("give_up_after", give_up_after, low=0)  # a negative is a mistake, not "off" (that is 0)
+        self.give_up_after = int(give_up_after)  # 0: send every call whatever came before
         self.cache = cache if isinstance(cache, ResultCache) or cache is None else ResultCache(cache)
         self.tag = tag
         self.join_reasoning = join_reasoning  # generate() returns "<think>reasoning</think>content" when True
