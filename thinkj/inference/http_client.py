@@ -42,6 +42,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+from thinkj.errors import ThinkJError
 from thinkj.inference.base import Messages, Output, SamplingParams
 from thinkj.inference.cache import ResultCache, cache_key
 from thinkj.inference.failures import FailedCall
@@ -157,9 +158,8 @@ class OpenAIChatBackend:
         self.timeout = float(timeout)
         self.max_retries = max(0, int(max_retries))
         self.backoff, self.max_backoff = float(backoff), float(max_backoff)
-        from thinkj.checks import check_range
-
-        check_range("give_up_after", give_up_after, low=0)  # a negative is a mistake, not "off" (that is 0)
+        if int(give_up_after) < 0:  # a mistake, not "off" (that is 0); thinkj.checks sits above this package
+            raise ThinkJError(f"give_up_after must be >= 0, got {give_up_after}")
         self.give_up_after = int(give_up_after)  # 0: send every call whatever came before
         self.cache = cache if isinstance(cache, ResultCache) or cache is None else ResultCache(cache)
         self.tag = tag
