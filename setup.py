@@ -22,7 +22,7 @@ setup(
         "torch",
         "pyarrow",
         "pandas",
-        "aiohttp",
+        "aiohttp>=3.10",  # ConnectionTimeoutError (thinkj.inference.http_client)
         "matplotlib",
     ],
     extras_require={

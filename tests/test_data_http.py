@@ -182,6 +182,59 @@ def test_prompts_the_server_refuses_never_stop_the_others():
     assert backend.stats["not_sent"] == 0
 
 
+def test_a_server_slower_than_the_timeout_is_there_so_every_call_is_sent():
+    """A call the server took but did not finish within ``timeout`` (a long generation) found a server: however many
+    time out in a row, each is sent, and a rerun with a longer timeout gets all the answers."""
+    _, convs = _convs(8, seed=6)
+    params = SamplingParams(max_new_tokens=64)
+    with TeacherServer(TeacherConfig(delay=1.0)) as server:
+        slow = OpenAIChatBackend("r1-scripted", server.base_url, api_key_env=None, max_concurrency=2, max_retries=0,
+                                 timeout=0.2, progress=False, give_up_after=2)
+        results = [row[0] for row in slow.chat_many(convs, params)]
+        assert sum(server.counts()["requests"].values()) == 8
+        assert all(r.error == "timeout: no complete answer within 0.2 s" and not r.unreachable for r in results)
+        assert slow.stats["not_sent"] == 0
+        patient = OpenAIChatBackend("r1-scripted", server.base_url, api_key_env=None, max_concurrency=8,
+                                    progress=False, give_up_after=2)
+        assert all(row[0].ok for row in patient.chat_many(convs, params))
+
+
+def test_a_host_that_takes_no_connection_is_given_up_on_at_the_connect_timeout():
+    """A listener whose backlog is full drops new connects (as a firewalled or overloaded host does): each attempt
+    ends at ``connect_timeout``, not at the whole call's ``timeout``, and counts as finding no server."""
+    import socket
+
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(0)
+    port = listener.getsockname()[1]
+    held = []
+    for _ in range(4):  # fill the accept queue; nothing ever accepts
+        filler = socket.socket()
+        filler.setblocking(False)
+        filler.connect_ex(("127.0.0.1", port))
+        held.append(filler)
+    time.sleep(0.1)
+    try:
+        with socket.socket() as probe:
+            probe.settimeout(0.5)
+            try:
+                probe.connect(("127.0.0.1", port))
+                pytest.skip("this kernel completes connects to a full listen backlog; the test needs them dropped")
+            except TimeoutError:
+                pass
+        _, convs = _convs(12, seed=7)
+        backend = OpenAIChatBackend("r1-scripted", f"http://127.0.0.1:{port}/v1", api_key_env=None, max_concurrency=2,
+                                    max_retries=0, timeout=30, connect_timeout=0.3, progress=False, give_up_after=3)
+        results = [row[0] for row in backend.chat_many(convs, SamplingParams(max_new_tokens=64))]
+    finally:
+        for sock in (*held, listener):
+            sock.close()
+    sent = [r for r in results if r.attempts]
+    assert all(r.error == "no connection within 0.3 s" and r.unreachable for r in sent)
+    assert 3 <= len(sent) <= 4 and backend.stats["not_sent"] == 12 - len(sent)
+
+
 def test_generate_inside_a_running_loop_and_n_samples():
     _, convs = _convs(3, seed=2)
 

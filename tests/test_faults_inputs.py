@@ -241,6 +241,26 @@ CASES = [
                                                        "--tokenizer", "{folder}", "--data", "{pairs_jsonl}", "--out",
                                                        "{outdir}"],
      "a_folder: cannot read its tokenizer/config to count prompt tokens", "{outdir}/synthetic.judgments.jsonl"),
+    # --backend-arg values: the type the backend's constructor declares, then its own ranges, before any data loads
+    *[(f"eval --backend-arg {arg}", "thinkj", ["eval", "run", "synthetic", "--model", "m", "--backend", backend,
+                                                "--backend-arg", arg, "--data", "{pairs_jsonl}", "--out", "{outdir}"],
+       expected, "{outdir}")
+      for backend, arg, expected in (
+          ("openai", "timeout=abc", "--backend-arg timeout='abc': the openai backend takes a number here"),
+          ("openai", "timeout=-5", "openai backend: timeout must be > 0, got -5"),
+          ("openai", "max_concurrency=0", "openai backend: max_concurrency must be >= 1, got 0"),
+          ("openai", "max_retries=-1", "openai backend: max_retries must be >= 0, got -1"),
+          ("openai", "connect_timeout=0", "openai backend: connect_timeout must be > 0, got 0"),
+          ("openai", "extra_body=3", "--backend-arg extra_body=3: the openai backend takes a JSON object here"),
+          ("hf", "batch_size=2.5", "--backend-arg batch_size=2.5: the hf backend takes a whole number here"),
+          ("hf", "batch_size=0", "hf backend: batch_size must be >= 1, got 0"),
+          ("hf", "prefix_cache=maybe", "--backend-arg prefix_cache='maybe': the hf backend takes true or false"),
+          ("hf", "device=gpu0", "hf backend: device 'gpu0' is not a torch device"),
+          ("vllm", "tensor_parallel_size=two", "--backend-arg tensor_parallel_size='two': the vllm backend takes a "
+                                              "whole number here"))],
+    ("difficulty --backend-arg batch_size text", "difficulty", ["--in", "{pairs_jsonl}", "--out", "{out}", "--model",
+                                                                 "m", "--backend-arg", "batch_size=x"],
+     "--backend-arg batch_size='x': the hf backend takes a whole number here", "{out}"),
     # unknown benchmarks
     ("eval run unknown benchmark", "thinkj", ["eval", "run", "rewardbnch", "--model", "m", "--out", "{outdir}"],
      "unknown benchmark 'rewardbnch'", "{outdir}"),

@@ -5,14 +5,13 @@ option (exit 2 through :func:`thinkj.errors.exit_on_user_error`), never a traceb
 from __future__ import annotations
 
 import argparse
-import inspect
 import math
 import os
 import re
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import NoReturn
 
-from thinkj.errors import ThinkJError, UnknownNameError
+from thinkj.errors import ThinkJError
 
 _DEVICE = re.compile(r"^(auto|cpu|gpu|mps|cuda(:\d+)?)$")
 
@@ -89,28 +88,6 @@ def check_template_kind(option: str, name: str, kinds: tuple[str, ...]) -> None:
     kind = get_template(name).kind
     if kind not in kinds:
         raise ThinkJError(f"{option} {name}: a {kind} template; this command needs a {' or '.join(kinds)} template")
-
-
-def check_backend_args(backend: str, kwargs: dict[str, Any]) -> None:
-    """Backend keyword arguments must be ones the backend takes (else a TypeError at the first cache miss)."""
-    import importlib
-
-    from thinkj.inference import _BACKENDS
-
-    try:
-        target = _BACKENDS.lookup(backend)
-    except UnknownNameError:
-        return  # reported by the command itself, with the list of backends
-    module, cls = target.split(":")
-    params = inspect.signature(getattr(importlib.import_module(module), cls).__init__).parameters
-    if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values()):
-        return  # passes them on to its engine (vLLM), which reports its own
-    known = [n for n, p in params.items() if n not in ("self",) and p.kind is inspect.Parameter.KEYWORD_ONLY
-             or n not in ("self", "model", "model_path") and p.kind is inspect.Parameter.POSITIONAL_OR_KEYWORD]
-    for key in kwargs:
-        if key not in known:
-            raise ThinkJError(f"--backend-arg {key}: the {backend} backend takes no such argument; "
-                              f"it takes: {', '.join(known)}")
 
 
 class OneLineParser(argparse.ArgumentParser):

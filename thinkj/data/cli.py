@@ -39,11 +39,13 @@ def traces_cmd(
     max_new_tokens: int = typer.Option(8192),
     concurrency: int = typer.Option(16, help="requests in flight at once"),
     max_retries: int = typer.Option(6),
-    give_up_after: int = typer.Option(None, help="after this many calls in a row found no server (each after its "
-                                                  "retries), send no more: recorded as failed, a rerun asks again; "
-                                                  "0: never "
+    give_up_after: int = typer.Option(None, help="after this many calls in a row found no server (refused, no "
+                                                  "connection in time, dropped; each after its retries), send no "
+                                                  "more: recorded as failed, a rerun asks again; 0: never "
                                                   "[the client's GIVE_UP_AFTER, thinkj/inference/http_client.py]"),
     timeout: float = typer.Option(600.0, help="seconds per request"),
+    connect_timeout: float = typer.Option(None, help="seconds for a connection to open "
+                                                     "[the client's CONNECT_TIMEOUT, thinkj/inference/http_client.py]"),
     cache: Path = typer.Option(None, help="result cache (default: OUT's folder/cache.sqlite)"),
 ) -> None:
     """Ask the teacher for a judgment with thinking on every pair; keep traces whose verdict matches the label.
@@ -57,7 +59,8 @@ def traces_cmd(
     summary = run_traces(pairs, out, model=model, base_url=base_url, api_key_env=api_key_env, template=template,
                          temperature=temperature, max_new_tokens=max_new_tokens, max_concurrency=concurrency,
                          max_retries=max_retries, timeout=timeout, cache_path=cache,
-                         **({} if give_up_after is None else {"give_up_after": give_up_after}))
+                         **({} if give_up_after is None else {"give_up_after": give_up_after}),
+                         **({} if connect_timeout is None else {"connect_timeout": connect_timeout}))
     typer.echo(json.dumps({k: v for k, v in summary.items() if k != "dropped_ids"}, indent=1))
 
 

@@ -95,14 +95,13 @@ def run_difficulty(in_path: str | os.PathLike, out_path: str | os.PathLike, *, m
     outputs are written.
     """
     from thinkj.checks import (
-        check_backend_args,
         check_distinct_paths,
         check_output_file,
         check_range,
         check_sampling,
         check_template_kind,
     )
-    from thinkj.inference import LOCAL_ENGINES, make_backend
+    from thinkj.inference import LOCAL_ENGINES, check_backend_args, make_backend
     from thinkj.models.profiles import generation_budget
 
     budget_option = "--max-new-tokens" if max_new_tokens is not None else "--max-new-tokens (the model profile's default)"

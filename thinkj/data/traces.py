@@ -28,7 +28,7 @@ from thinkj.checks import check_distinct_paths, check_range, check_template_kind
 from thinkj.errors import StageIncomplete, ThinkJError
 from thinkj.inference.base import SamplingParams
 from thinkj.inference.cache import ResultCache
-from thinkj.inference.http_client import GIVE_UP_AFTER, ChatResult, OpenAIChatBackend
+from thinkj.inference.http_client import CONNECT_TIMEOUT, GIVE_UP_AFTER, ChatResult, OpenAIChatBackend
 from thinkj.prompts import get_template
 from thinkj.records import PreferencePair, RecordError, load_pairs, write_json, write_jsonl
 from thinkj.verdict_parser import parse_verdict
@@ -69,7 +69,8 @@ def run_traces(pairs_path: str | os.PathLike, out_path: str | os.PathLike, *, mo
                api_key_env: str | None = "OPENAI_API_KEY", template: str = "judge_strength_v2", temperature: float = 0.0,
                max_new_tokens: int = 8192, max_concurrency: int = 16, max_retries: int = 6, timeout: float = 600.0,
                backoff: float = 1.0, max_backoff: float = 60.0, cache_path: str | os.PathLike | None = None,
-               progress: bool = True, give_up_after: int = GIVE_UP_AFTER) -> dict[str, Any]:
+               progress: bool = True, give_up_after: int = GIVE_UP_AFTER,
+               connect_timeout: float = CONNECT_TIMEOUT) -> dict[str, Any]:
     """Collect teacher traces for every non-tie pair, write the ones with the right verdict and a summary."""
     pairs_path, out_path = Path(pairs_path), Path(out_path)
     check_distinct_paths("PAIRS", pairs_path, "OUT", out_path)
@@ -79,6 +80,7 @@ def run_traces(pairs_path: str | os.PathLike, out_path: str | os.PathLike, *, mo
     check_range("--timeout", timeout, low=0, low_open=True)
     check_range("--max-retries", max_retries, low=0)
     check_range("--give-up-after", give_up_after, low=0)
+    check_range("--connect-timeout", connect_timeout, low=0, low_open=True)
     check_template_kind("--template", template, ("judge",))  # a critic prompt asks no verdict to filter on
     if api_key_env and not os.environ.get(api_key_env):
         raise ThinkJError(f"--api-key-env {api_key_env}: the environment variable {api_key_env} holding the teacher's "
@@ -89,7 +91,7 @@ def run_traces(pairs_path: str | os.PathLike, out_path: str | os.PathLike, *, mo
     cache = ResultCache(cache_path or out_path.with_suffix(".cache.sqlite"))
     backend = OpenAIChatBackend(model, base_url, api_key_env=api_key_env, max_concurrency=max_concurrency, timeout=timeout,
                                 max_retries=max_retries, backoff=backoff, max_backoff=max_backoff, cache=cache, tag=template,
-                                progress=progress, give_up_after=give_up_after)
+                                progress=progress, give_up_after=give_up_after, connect_timeout=connect_timeout)
     tmpl = get_template(template)
     params = SamplingParams(temperature=temperature, max_new_tokens=max_new_tokens)
     results = [row[0] for row in backend.chat_many([tmpl.render(p) for p in pairs], params)]

@@ -67,8 +67,9 @@ def run(benchmark: str = typer.Argument(..., help=BENCH_HELP),
 
     A generation call that fails after the backend's retries is never an answer: the results count it and are
     incomplete, and past --max-failure-rate (default 0: any) the command exits 1; a rerun asks only for them."""
-    from thinkj.checks import check_backend_args, check_output_dir, check_range, check_sampling, check_template_kind
+    from thinkj.checks import check_output_dir, check_range, check_sampling, check_template_kind
     from thinkj.evaluation.run import EvalConfig, run_eval
+    from thinkj.inference import check_backend_args
     from thinkj.inference.base import SamplingParams
     from thinkj.inference.failures import check_failure_rate
     from thinkj.inference.identity import check_model_source

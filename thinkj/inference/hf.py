@@ -39,6 +39,7 @@ class HFBackend:
         import torch
         from transformers import AutoModelForCausalLM, AutoTokenizer
 
+        self.check_settings(batch_size=batch_size, device=device, dtype=dtype)
         self.name = str(model_path)
         self.batch_size = batch_size
         self.prefix_cache = prefix_cache
@@ -47,12 +48,29 @@ class HFBackend:
         self.tokenizer.padding_side = "left"  # decoder-only batching: prompts must end at the same column
         if self.tokenizer.pad_token is None:
             self.tokenizer.pad_token = self.tokenizer.eos_token
-        if dtype not in DTYPES:
-            raise ThinkJError(f"hf backend: dtype must be one of {', '.join(DTYPES)}, got {dtype!r}")
         torch_dtype = "auto" if dtype == "auto" else getattr(torch, dtype)
         self.model = AutoModelForCausalLM.from_pretrained(model_path, dtype=torch_dtype).to(self.device).eval()
         # Part of the generation cache key (CachedBackend): the dtype that loaded ("auto" is the checkpoint's).
         self.precision = precision_key(self.model.dtype)
+
+    @staticmethod
+    def check_settings(*, batch_size: int = 16, device: str | None = None, dtype: str = "auto", **_: object) -> None:
+        """The settings this backend owns, checked before a model loads (the constructor and ``--backend-arg`` both
+        call this): one line naming the setting, not a torch error from deep in a load or a batch loop."""
+        import torch
+
+        if batch_size < 1:
+            raise ThinkJError(f"hf backend: batch_size must be >= 1, got {batch_size}")
+        if dtype not in DTYPES:
+            raise ThinkJError(f"hf backend: dtype must be one of {', '.join(DTYPES)}, got {dtype!r}")
+        if device is None:
+            return
+        try:
+            kind = torch.device(device).type
+        except (RuntimeError, ValueError, TypeError):
+            raise ThinkJError(f"hf backend: device {device!r} is not a torch device (cpu, cuda, cuda:N, mps)") from None
+        if kind == "cuda" and not torch.cuda.is_available():
+            raise ThinkJError(f"hf backend: device {device!r}, but torch sees no CUDA GPU here")
 
     def _batch_inputs(self, texts: list[str]) -> dict:
         """``generate`` kwargs for one batch: left-padded ids, or a shared prefix's KV cache plus padded suffixes."""

@@ -17,10 +17,12 @@ Each finished call is written to the :class:`ResultCache` (keyed on the served m
 retries is recorded with ``put_failure`` and is never a stored answer. So every (conversation, sample) ends
 with exactly one stored result or one recorded failure, a killed run loses only calls in flight, and a rerun
 asks only for what is missing (recorded failures are retried). A server that cannot be reached does not cost
-hours of back-off: once ``give_up_after`` calls in a row have failed without the server answering (refused, dropped
-or timed out on their last attempt), the calls not yet sent are recorded as failed ("not sent") without a request,
-and the stage ends incomplete as for any failed call; a rerun asks for them again. A call the server answers, even
-with an error status, resets the count: prompts it refuses one by one (a 400, a 500 for one prompt) never stop the
+hours of back-off: a connection must open within ``connect_timeout`` (30 s; ``timeout`` bounds the whole call), and
+once ``give_up_after`` calls in a row have found no server on their last attempt (refused, no connection in time,
+dropped before an answer), the calls not yet sent are recorded as failed ("not sent") without a request, and the
+stage ends incomplete as for any failed call; a rerun asks for them again. A call the server answers, even with an
+error status, resets the count, and so does one it took but did not finish within ``timeout`` (a long generation,
+not a missing server): prompts it refuses or outlasts one by one (a 400, a 500 for one prompt) never stop the
 others, so a rerun always gets past them, and a rate-limited API (429) keeps being asked. ``generate`` returns a
 :class:`~thinkj.inference.failures.FailedCall` for a failed call (the rule stages apply to failed calls is in
 :mod:`thinkj.inference.failures`).
@@ -42,7 +44,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from thinkj.errors import ThinkJError
+from thinkj.checks import check_range
 from thinkj.inference.base import Messages, Output, SamplingParams
 from thinkj.inference.cache import ResultCache, cache_key
 from thinkj.inference.failures import FailedCall
@@ -56,6 +58,9 @@ DEFAULT_BASE_URL = "http://127.0.0.1:8000/v1"  # `vllm serve`'s default port
 # retries such a call takes about a minute of back-off, so a server that is down costs minutes, not
 # (calls / concurrency) minutes
 GIVE_UP_AFTER = 32
+# seconds for a connection to open: a host that drops the connect (down behind a firewall, a full listen backlog)
+# otherwise holds each attempt for the whole ``timeout`` (600 s), which has to allow a long generation
+CONNECT_TIMEOUT = 30.0
 
 
 def served_identity(model: str, base_url: str = DEFAULT_BASE_URL) -> str:
@@ -73,7 +78,7 @@ class ChatResult:
     error: str | None = None  # set when the call failed after all retries
     attempts: int = 0
     cached: bool = False
-    unreachable: bool = False  # failed without the server answering its last attempt (refused, dropped, timed out)
+    unreachable: bool = False  # its last attempt found no server (refused, no connection in time, dropped unanswered)
 
     @property
     def ok(self) -> bool:
@@ -149,17 +154,19 @@ class OpenAIChatBackend:
                  max_concurrency: int = 16, timeout: float = 600.0, max_retries: int = 6, backoff: float = 1.0,
                  max_backoff: float = 60.0, cache: ResultCache | str | os.PathLike | None = None, tag: str = "",
                  join_reasoning: bool = True, progress: bool = True, extra_body: dict[str, Any] | None = None,
-                 give_up_after: int = GIVE_UP_AFTER):
+                 give_up_after: int = GIVE_UP_AFTER, connect_timeout: float = CONNECT_TIMEOUT):
+        self.check_settings(max_concurrency=max_concurrency, timeout=timeout, connect_timeout=connect_timeout,
+                            max_retries=max_retries, backoff=backoff, max_backoff=max_backoff,
+                            give_up_after=give_up_after)
         self.name = model
         self.base_url = base_url.rstrip("/")
         self.api_key_env = api_key_env
         self.__key = os.environ.get(api_key_env) if api_key_env else None
-        self.max_concurrency = max(1, int(max_concurrency))
+        self.max_concurrency = int(max_concurrency)
         self.timeout = float(timeout)
-        self.max_retries = max(0, int(max_retries))
+        self.connect_timeout = min(float(connect_timeout), self.timeout)
+        self.max_retries = int(max_retries)
         self.backoff, self.max_backoff = float(backoff), float(max_backoff)
-        if int(give_up_after) < 0:  # a mistake, not "off" (that is 0); thinkj.checks sits above this package
-            raise ThinkJError(f"give_up_after must be >= 0, got {give_up_after}")
         self.give_up_after = int(give_up_after)  # 0: send every call whatever came before
         self.cache = cache if isinstance(cache, ResultCache) or cache is None else ResultCache(cache)
         self.tag = tag
@@ -167,6 +174,20 @@ class OpenAIChatBackend:
         self.progress = progress
         self.extra_body = dict(extra_body or {})
         self.stats = {"requests": 0, "retries": 0, "failures": 0, "cached": 0, "completed": 0, "not_sent": 0}
+
+    @staticmethod
+    def check_settings(*, max_concurrency: int = 16, timeout: float = 600.0, connect_timeout: float = CONNECT_TIMEOUT,
+                       max_retries: int = 6, backoff: float = 1.0, max_backoff: float = 60.0,
+                       give_up_after: int = GIVE_UP_AFTER, **_: Any) -> None:
+        """The client's numeric settings, checked where they are defined (the constructor and ``--backend-arg``
+        both call this): a value out of range is an error naming it, never clamped (``give_up_after=-1`` is not
+        "off", that is 0; ``max_concurrency=0`` is not 1)."""
+        for name, value, low, low_open in (("max_concurrency", max_concurrency, 1, False),
+                                           ("timeout", timeout, 0, True), ("connect_timeout", connect_timeout, 0, True),
+                                           ("max_retries", max_retries, 0, False), ("backoff", backoff, 0, False),
+                                           ("max_backoff", max_backoff, 0, False),
+                                           ("give_up_after", give_up_after, 0, False)):
+            check_range(f"openai backend: {name}", value, low=low, low_open=low_open)
 
     def __repr__(self) -> str:
         return (f"OpenAIChatBackend(model={self.name!r}, base_url={self.base_url!r}, api_key_env={self.api_key_env!r}, "
@@ -241,7 +262,7 @@ class OpenAIChatBackend:
         headers = {"Content-Type": "application/json"}
         if self.__key:
             headers["Authorization"] = f"Bearer {self.__key}"
-        timeout = aiohttp.ClientTimeout(total=self.timeout)
+        timeout = aiohttp.ClientTimeout(total=self.timeout, sock_connect=self.connect_timeout)
         connector = aiohttp.TCPConnector(limit=self.max_concurrency)
         failed_in_a_row = 0
         async with aiohttp.ClientSession(headers=headers, timeout=timeout, connector=connector) as session:
@@ -322,8 +343,10 @@ class OpenAIChatBackend:
                 return ChatResult(error=self._scrub(str(err)), attempts=attempt + 1)
             except _Retryable as err:
                 error, wait = str(err), err.retry_after
-            except asyncio.TimeoutError:
-                error, unreachable = f"timeout after {self.timeout:g} s", True
+            except aiohttp.ConnectionTimeoutError:  # before the TimeoutError it also is
+                error, unreachable = f"no connection within {self.connect_timeout:g} s", True
+            except asyncio.TimeoutError:  # the server took the request but did not finish it: it is there
+                error = f"timeout: no complete answer within {self.timeout:g} s"
             except (aiohttp.ClientError, ConnectionError) as err:  # dropped connections, payload errors, refused
                 error = f"{type(err).__name__}: {err}"
                 # no answer at all (refused, reset, dropped before a response); a payload error had one begin
