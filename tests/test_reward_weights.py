@@ -17,7 +17,7 @@ from thinkj.rewards import PRESETS, get_preset
 from thinkj.rewards.adapters.trl import TRLPresetReward, TRLReward
 from thinkj.rewards.adapters.trl_group import GROUP_REWARDS, TRLGroupReward, get_group_reward
 from thinkj.rewards.adapters.verl import check_reward_kwargs, compute_score
-from thinkj.rewards.weights import MAX_MAGNITUDE, RewardWeightError
+from thinkj.rewards.weights import MAX_MAGNITUDE, RewardWeightError, check_weights
 
 RIGHT = judge_output("because", "a", 2)
 GT = {"label": "a", "strength": 2}
@@ -122,6 +122,21 @@ def test_kinds_choices_whole_numbers_and_signed_penalties():
         check_reward_kwargs({"group_preset": "xml_judge", "group_size": 0}, group_manager=True)
     with pytest.raises(RewardWeightError, match="group_wait_s must be a finite number"):
         check_reward_kwargs({"group_preset": "xml_judge", "group_wait_s": float("nan")}, group_manager=True)
+
+
+@pytest.mark.parametrize("reward", ["thinkj_pairwise", "thinkj_round_robin", "grm_listwise"])
+def test_an_http_judge_needs_calls_time_and_tokens_above_zero(reward):
+    """0 in-flight calls, 0 s or 0 tokens is no judge at all, not a small one: refused when the reward is set up
+    (the HTTP client would refuse the first two at the first scored group, mid-run; 0 tokens gave empty answers)."""
+    for setting, value in (("concurrency", 0), ("timeout_s", 0.0), ("max_tokens", "0")):
+        with pytest.raises(RewardWeightError, match=f"{setting} must be > 0, got {value!r}"):
+            TRLGroupReward(reward, **{setting: value})
+        with pytest.raises(RewardWeightError, match=f"{setting} must be > 0"):
+            check_reward_kwargs({"group_preset": reward, setting: value}, group_manager=True)
+    assert TRLGroupReward(reward, concurrency=1, timeout_s=0.5, max_tokens=1).weights == {
+        "concurrency": 1, "timeout_s": 0.5, "max_tokens": 1}
+    with pytest.raises(ValueError, match="unknown setting kind 'str\\+'"):
+        check_weights("r", {"x": "a"}, {"x": "b"}, kinds={"x": "str+"})
 
 
 def test_rewards_cli_refuses_bad_weights_in_one_line():

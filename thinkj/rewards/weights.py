@@ -18,7 +18,9 @@ the setting and the known names (and the closest name, "did you mean 'w_str'?"):
 * a non-string for a text setting (``model``, ``base_url``, ``scheme``), or a value outside the setting's
   choices where the reward lists them (``scheme``, ``anchor``);
 * settings whose default is ``None`` take ``None`` or the kind the reward declares for them (``kinds``:
-  ``"float?"``, ``"str?"``; a ``?`` means ``None`` is allowed).
+  ``"float?"``, ``"str?"``; a ``?`` means ``None`` is allowed);
+* zero or less for a setting declared ``"int+"`` / ``"float+"`` (the HTTP judge's ``concurrency``, ``timeout_s``,
+  ``max_tokens``: zero would mean no calls, no time or no answer, not a smaller amount).
 
 ``RewardWeightError`` is a ``ThinkJError`` (entry points print it as one ``error:`` line and exit 2) and a
 ``TypeError`` (what an unexpected keyword argument raises in Python).
@@ -58,9 +60,9 @@ def suggestion(name: str, known: Iterable[str]) -> str:
 def _kind(default: Any, declared: str | None) -> tuple[str, bool]:
     """(kind, None allowed) of one setting: declared in ``kinds``, else from its default value."""
     if declared:
-        kind, optional = declared.rstrip("?"), declared.endswith("?")
-        if kind not in _KINDS:
-            raise ValueError(f"unknown setting kind {declared!r}; known: {', '.join(_KINDS)}")
+        kind, optional = declared.rstrip("?").removesuffix("+"), declared.endswith("?")
+        if kind not in _KINDS or declared.rstrip("?").endswith("+") and kind not in ("int", "float"):
+            raise ValueError(f"unknown setting kind {declared!r}; known: {', '.join(_KINDS)} (int+ / float+: > 0)")
         return kind, optional
     if isinstance(default, bool):
         return "bool", False
@@ -119,6 +121,8 @@ def check_value(name: str, value: Any, default: Any, declared: str | None = None
         return None, f"must be at most {MAX_MAGNITUDE:g} in magnitude, got {shown(value, 60)}"
     if number < 0 and not (isinstance(default, numbers.Real) and default < 0):
         return None, f"must be >= 0, got {shown(value, 60)}"
+    if number <= 0 and (declared or "").rstrip("?").endswith("+"):
+        return None, f"must be > 0, got {shown(value, 60)}"
     if kind == "int":
         if number != int(number):
             return None, f"must be a whole number, got {shown(value, 60)}"

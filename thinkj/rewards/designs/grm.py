@@ -39,7 +39,7 @@ import re
 from typing import Any
 
 from thinkj.rewards.designs.group_order import content_order
-from thinkj.rewards.designs.judge_http import GUARD_DEFAULTS, judge_batch
+from thinkj.rewards.designs.judge_http import CLIENT_KINDS, GUARD_DEFAULTS, judge_batch
 
 GRM_TEMPLATE = "grm_listwise_v1"
 GRM_KEYS = ("score", "raw_score", "n_valid_passes", "n_passes", "answer_found", "judge_failure_rate", "judge_latency_s")
@@ -47,7 +47,7 @@ GRM_DEFAULTS: dict[str, Any] = {"base_url": "http://127.0.0.1:8000/v1", "model":
                                 "n_iter": 8, "temperature": 0.5, "max_tokens": 1024, "concurrency": 8, "retries": 3,
                                 "timeout_s": 120.0, "answer_tag": None, "score_min": 1.0, "score_max": 10.0,
                                 "backoff_s": 0.5, **GUARD_DEFAULTS}
-GRM_KINDS = {"api_key_env": "str?", "answer_tag": "str?"}  # None: no key / the whole completion is shown
+GRM_KINDS = {"api_key_env": "str?", "answer_tag": "str?", **CLIENT_KINDS}  # None: no key / the whole completion is shown
 NO_ANSWER = "I do not know"
 
 _BOXED = re.compile(r"\*{0,2}\\?boxed\*{0,2}\s*[:\-\u2013]?\s*\{([^}]*)\}", re.IGNORECASE)

@@ -72,7 +72,7 @@ from typing import Any
 from thinkj.prompts import get_template
 from thinkj.records import PreferencePair
 from thinkj.rewards.designs.group_order import content_order
-from thinkj.rewards.designs.judge_http import GUARD_DEFAULTS, guard_settings, judge_batch
+from thinkj.rewards.designs.judge_http import CLIENT_KINDS, GUARD_DEFAULTS, guard_settings, judge_batch
 from thinkj.verdict_parser import STRENGTH_RANGE, parse_verdict
 
 SCHEMES = ("round_robin", "anchor", "knockout")
@@ -84,7 +84,7 @@ PAIRWISE_GROUP_DEFAULTS: dict[str, Any] = {
     "template": "judge_strength_v1", "base_url": "http://127.0.0.1:8000/v1", "model": "judge",
     "api_key_env": "OPENAI_API_KEY", "temperature": 0.0, "max_tokens": 1024, "concurrency": 16, "retries": 3,
     "timeout_s": 120.0, "backoff_s": 0.5, "cache_path": None, **GUARD_DEFAULTS}
-PAIRWISE_GROUP_KINDS = {"cache_path": "str?", "api_key_env": "str?"}
+PAIRWISE_GROUP_KINDS = {"cache_path": "str?", "api_key_env": "str?", **CLIENT_KINDS}
 PAIRWISE_GROUP_CHOICES = {"scheme": SCHEMES, "anchor": ANCHORS}
 REF = -1  # index of the reference answer in comparisons
 

@@ -31,7 +31,7 @@ from typing import Any
 
 from thinkj.prompts import get_template
 from thinkj.records import PreferencePair
-from thinkj.rewards.designs.judge_http import GUARD_DEFAULTS, JudgeBatch, guard_settings, judge_batch
+from thinkj.rewards.designs.judge_http import CLIENT_KINDS, GUARD_DEFAULTS, JudgeBatch, guard_settings, judge_batch
 from thinkj.rewards.gold import mapping, shown
 from thinkj.verdict_parser import STRENGTH_RANGE, parse_verdict
 
@@ -41,7 +41,7 @@ PAIRWISE_DEFAULTS: dict[str, Any] = {"base_url": "http://127.0.0.1:8000/v1", "mo
                                      "api_key_env": "OPENAI_API_KEY", "temperature": 0.0, "max_tokens": 1024,
                                      "concurrency": 16, "retries": 3, "timeout_s": 120.0, "backoff_s": 0.5,
                                      "template": "judge_strength_v2", **GUARD_DEFAULTS}
-PAIRWISE_KINDS = {"api_key_env": "str?"}  # None: no key
+PAIRWISE_KINDS = {"api_key_env": "str?", **CLIENT_KINDS}  # None: no key
 
 
 def as_messages(prompt: Any) -> list[dict[str, str]]:
