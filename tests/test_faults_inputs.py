@@ -257,7 +257,11 @@ CASES = [
           ("hf", "prefix_cache=maybe", "--backend-arg prefix_cache='maybe': the hf backend takes true or false"),
           ("hf", "device=gpu0", "hf backend: device 'gpu0' is not a torch device"),
           ("vllm", "tensor_parallel_size=two", "--backend-arg tensor_parallel_size='two': the vllm backend takes a "
-                                              "whole number here"))],
+                                              "whole number here"),
+          ("classifier", "bogus=1", "--backend-arg bogus: the classifier backend takes no such argument; it takes: "
+                                    "batch_size, device, max_model_len"),
+          ("classifier", "batch_size=0", "classifier: batch_size must be a whole number >= 1, got 0"),
+          ("classifier", "device=gpu0", "classifier: device 'gpu0' is not a torch device"))],
     ("difficulty --backend-arg batch_size text", "difficulty", ["--in", "{pairs_jsonl}", "--out", "{out}", "--model",
                                                                  "m", "--backend-arg", "batch_size=x"],
      "--backend-arg batch_size='x': the hf backend takes a whole number here", "{out}"),

@@ -68,8 +68,9 @@ def run(benchmark: str = typer.Argument(..., help=BENCH_HELP),
     A generation call that fails after the backend's retries is never an answer: the results count it and are
     incomplete, and past --max-failure-rate (default 0: any) the command exits 1; a rerun asks only for them."""
     from thinkj.checks import check_output_dir, check_range, check_sampling, check_template_kind
+    from thinkj.evaluation.config import SCALAR_BACKEND
     from thinkj.evaluation.run import EvalConfig, run_eval
-    from thinkj.inference import check_backend_args
+    from thinkj.inference import check_backend_args, check_constructor_args
     from thinkj.inference.base import SamplingParams
     from thinkj.inference.failures import check_failure_rate
     from thinkj.inference.identity import check_model_source
@@ -89,12 +90,17 @@ def run(benchmark: str = typer.Argument(..., help=BENCH_HELP),
 
     kwargs = parse_key_values(backend_arg, "--backend-arg", json_or_text, example="e.g. tensor_parallel_size=4")
     tags = parse_key_values(tag, "--tag", as_text, example="e.g. --tag model=Qwen2.5-7B-Instruct")
-    check_backend_args(backend, kwargs)
-    if backend in ("hf", "vllm", "classifier"):  # before the benchmark loads: a missing model folder fails at once
+    if backend == SCALAR_BACKEND:  # not a generation backend, so not in the registry
+        from thinkj.evaluation.scalar import ScalarScorer
+
+        check_constructor_args(SCALAR_BACKEND, ScalarScorer, kwargs)
+    else:
+        check_backend_args(backend, kwargs)
+    if backend in ("hf", "vllm", SCALAR_BACKEND):  # before the benchmark loads: a missing model folder fails at once
         check_model_source(model)
     if tokenizer:
         check_model_source(tokenizer, what="--tokenizer")
-    if batch_size is not None and backend in ("hf", "classifier"):  # vLLM and servers batch by themselves
+    if batch_size is not None and backend in ("hf", SCALAR_BACKEND):  # vLLM and servers batch by themselves
         kwargs["batch_size"] = batch_size
     if max_new_tokens is None:
         max_new_tokens = generation_budget(profile)

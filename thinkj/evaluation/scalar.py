@@ -68,6 +68,7 @@ class ScalarScorer:
         import torch
         from transformers import AutoModelForCausalLM, AutoModelForSequenceClassification, AutoTokenizer
 
+        self.check_settings(batch_size=batch_size, device=device, max_model_len=max_model_len)
         self.path = Path(model_path)
         self.name = str(model_path)
         self.batch_size = batch_size
@@ -95,9 +96,6 @@ class ScalarScorer:
                 self.model.config.pad_token_id = self.tokenizer.pad_token_id
             self.head = None
         # the longest text the model can score whole: given, else its config's position limit
-        if max_model_len is not None and (isinstance(max_model_len, bool) or not isinstance(max_model_len, int)
-                                          or max_model_len < 1):
-            raise ThinkJError(f"--backend-arg max_model_len={max_model_len!r}: must be a whole number >= 1")
         declared = context_length_of(self.model.config)
         if max_model_len is not None and declared is not None and max_model_len > declared:
             raise ThinkJError(f"--backend-arg max_model_len={max_model_len}: over {model_path}'s context of {declared}")
@@ -105,6 +103,19 @@ class ScalarScorer:
         if self.context_length is None:
             raise ThinkJError(f"{model_path}: its config declares no context length; pass --backend-arg "
                               "max_model_len=N")
+
+    @staticmethod
+    def check_settings(*, batch_size: int = 8, device: str | None = None, max_model_len: int | None = None,
+                       **_: object) -> None:
+        """Its settings, checked before a model loads (the constructor and ``--backend-arg`` both call this)."""
+        from thinkj.inference.hf import check_torch_device
+
+        if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
+            raise ThinkJError(f"classifier: batch_size must be a whole number >= 1, got {batch_size!r}")
+        if max_model_len is not None and (isinstance(max_model_len, bool) or not isinstance(max_model_len, int)
+                                          or max_model_len < 1):
+            raise ThinkJError(f"--backend-arg max_model_len={max_model_len!r}: must be a whole number >= 1")
+        check_torch_device("classifier", device)
 
     def text(self, messages: Messages, response: str) -> str:
         return self.tokenizer.apply_chat_template(messages + [{"role": "assistant", "content": response}], tokenize=False)

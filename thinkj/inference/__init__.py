@@ -41,7 +41,12 @@ def check_backend_args(backend: str, kwargs: dict[str, Any]) -> None:
     except UnknownNameError:
         return  # reported by the command itself, with the list of backends
     module, name = target.split(":")
-    cls = getattr(importlib.import_module(module), name)
+    check_constructor_args(backend, getattr(importlib.import_module(module), name), kwargs)
+
+
+def check_constructor_args(backend: str, cls: type, kwargs: dict[str, Any]) -> None:
+    """:func:`check_backend_args` for a class outside the registry (the classifier scorer): names, declared types,
+    then ``cls.check_settings`` when it has one."""
     params = inspect.signature(cls.__init__).parameters
     passes_on = any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values())  # vLLM reports its own
     known = [n for n, p in params.items() if n != "self" and p.kind is inspect.Parameter.KEYWORD_ONLY
@@ -79,4 +84,5 @@ def make_backend(name: str, model: str, **kwargs: Any) -> InferenceBackend:
     return getattr(importlib.import_module(module), cls)(model, **kwargs)
 
 
-__all__ = ["InferenceBackend", "Messages", "SamplingParams", "check_backend_args", "make_backend", "register_backend"]
+__all__ = ["InferenceBackend", "Messages", "SamplingParams", "check_backend_args", "check_constructor_args", "make_backend",
+           "register_backend"]

@@ -29,6 +29,20 @@ def shared_prefix_length(rows: list[list[int]]) -> int:
     return n
 
 
+def check_torch_device(owner: str, device: str | None) -> None:
+    """``device`` (None: CUDA when there is a GPU, else the CPU) must be one torch knows and this machine has."""
+    if device is None:
+        return
+    import torch
+
+    try:
+        kind = torch.device(device).type
+    except (RuntimeError, ValueError, TypeError):
+        raise ThinkJError(f"{owner}: device {device!r} is not a torch device (cpu, cuda, cuda:N, mps)") from None
+    if kind == "cuda" and not torch.cuda.is_available():
+        raise ThinkJError(f"{owner}: device {device!r}, but torch sees no CUDA GPU here")
+
+
 class HFBackend:
     # sampled answers draw from the whole distribution (top_k 0); a cached sampled answer carries this in its key, so
     # the top-50 draws made before (transformers 5's default for an unset top_k) are never served as these
@@ -57,20 +71,11 @@ class HFBackend:
     def check_settings(*, batch_size: int = 16, device: str | None = None, dtype: str = "auto", **_: object) -> None:
         """The settings this backend owns, checked before a model loads (the constructor and ``--backend-arg`` both
         call this): one line naming the setting, not a torch error from deep in a load or a batch loop."""
-        import torch
-
         if batch_size < 1:
             raise ThinkJError(f"hf backend: batch_size must be >= 1, got {batch_size}")
         if dtype not in DTYPES:
             raise ThinkJError(f"hf backend: dtype must be one of {', '.join(DTYPES)}, got {dtype!r}")
-        if device is None:
-            return
-        try:
-            kind = torch.device(device).type
-        except (RuntimeError, ValueError, TypeError):
-            raise ThinkJError(f"hf backend: device {device!r} is not a torch device (cpu, cuda, cuda:N, mps)") from None
-        if kind == "cuda" and not torch.cuda.is_available():
-            raise ThinkJError(f"hf backend: device {device!r}, but torch sees no CUDA GPU here")
+        check_torch_device("hf backend", device)
 
     def _batch_inputs(self, texts: list[str]) -> dict:
         """``generate`` kwargs for one batch: left-padded ids, or a shared prefix's KV cache plus padded suffixes."""
