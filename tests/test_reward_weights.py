@@ -128,7 +128,8 @@ def test_kinds_choices_whole_numbers_and_signed_penalties():
 def test_an_http_judge_needs_calls_time_and_tokens_above_zero(reward):
     """0 in-flight calls, 0 s or 0 tokens is no judge at all, not a small one: refused when the reward is set up
     (the HTTP client would refuse the first two at the first scored group, mid-run; 0 tokens gave empty answers)."""
-    for setting, value in (("concurrency", 0), ("timeout_s", 0.0), ("max_tokens", "0")):
+    for setting, value in (("concurrency", 0), ("timeout_s", 0.0), ("max_tokens", "0"), ("failure_window", 0),
+                           *([("n_iter", 0)] if reward == "grm_listwise" else [])):
         with pytest.raises(RewardWeightError, match=f"{setting} must be > 0, got {value!r}"):
             TRLGroupReward(reward, **{setting: value})
         with pytest.raises(RewardWeightError, match=f"{setting} must be > 0"):

@@ -47,7 +47,8 @@ GRM_DEFAULTS: dict[str, Any] = {"base_url": "http://127.0.0.1:8000/v1", "model":
                                 "n_iter": 8, "temperature": 0.5, "max_tokens": 1024, "concurrency": 8, "retries": 3,
                                 "timeout_s": 120.0, "answer_tag": None, "score_min": 1.0, "score_max": 10.0,
                                 "backoff_s": 0.5, **GUARD_DEFAULTS}
-GRM_KINDS = {"api_key_env": "str?", "answer_tag": "str?", **CLIENT_KINDS}  # None: no key / the whole completion is shown
+# api_key_env None: no key; answer_tag None: the whole completion is shown
+GRM_KINDS = {"api_key_env": "str?", "answer_tag": "str?", "n_iter": "int+", **CLIENT_KINDS}
 NO_ANSWER = "I do not know"
 
 _BOXED = re.compile(r"\*{0,2}\\?boxed\*{0,2}\s*[:\-\u2013]?\s*\{([^}]*)\}", re.IGNORECASE)

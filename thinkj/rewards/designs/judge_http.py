@@ -37,8 +37,10 @@ from thinkj.inference.cache import ResultCache
 from thinkj.inference.http_client import OpenAIChatBackend
 
 GUARD_DEFAULTS: dict[str, Any] = {"max_failure_rate": 0.2, "min_calls": 8, "failure_window": 256}
-# the client settings every HTTP judge design takes, above zero (thinkj.rewards.weights): 0 is not "a little"
-CLIENT_KINDS: dict[str, str] = {"concurrency": "int+", "timeout_s": "float+", "max_tokens": "int+"}
+# the client and guard settings every HTTP judge design takes, above zero (thinkj.rewards.weights): 0 is not "a
+# little" (no call in flight, no time, no answer, a window of no requests)
+CLIENT_KINDS: dict[str, str] = {"concurrency": "int+", "timeout_s": "float+", "max_tokens": "int+",
+                                "failure_window": "int+"}
 
 
 class JudgeUnavailableError(ThinkJError):
