@@ -132,7 +132,8 @@ def test_a_server_that_is_down_costs_a_few_calls_then_a_rerun_asks_for_the_rest(
     results = [row[0] for row in down.chat_many(convs, params)]
     assert not any(r.ok for r in results)
     sent = [r for r in results if r.attempts]
-    assert 4 <= len(sent) <= 5 and down.stats["requests"] == 2 * len(sent)  # the 5th may be in flight at the 4th
+    assert 4 <= len(sent) <= 5 and down.stats["requests"] == sum(r.attempts for r in sent)
+    assert sorted(r.attempts for r in sent)[-4:] == [2] * 4  # a 5th, in flight at the 4th, stops at once
     assert all(re.match(r"not sent: the [45] calls before it found no server after their retries", r.error)
                for r in results if not r.attempts)
     distinct = len({json.dumps(c) for c in convs})  # the cache keys on the conversation: repeats share a row
@@ -149,6 +150,24 @@ def test_a_server_that_is_down_costs_a_few_calls_then_a_rerun_asks_for_the_rest(
                               give_up_after=0)
     assert not any(row[0].ok for row in every.chat_many(convs[:10], params)) and every.stats["requests"] == 10
     cache.close()
+
+
+def test_calls_in_flight_stop_retrying_once_the_batch_has_given_up():
+    """Nothing listens. Four calls exhaust their four attempts; the calls that started as the first ones finished
+    are still backing off when the fourth fails, and stop there instead of spending the rest of their retries on a
+    server the batch has judged absent."""
+    import random
+
+    random.seed(0)
+    url = f"http://127.0.0.1:{_free_port()}/v1"
+    _, convs = _convs(12, seed=8)
+    down = OpenAIChatBackend("r1-scripted", url, api_key_env=None, max_concurrency=4, max_retries=3, backoff=0.2,
+                             max_backoff=5, progress=False, give_up_after=4)
+    results = [row[0] for row in down.chat_many(convs, SamplingParams(max_new_tokens=64))]
+    attempts = sorted(r.attempts for r in results)
+    stopped = [a for a in attempts if 0 < a < 4]  # sent, then stopped short of their retries
+    assert attempts.count(4) == 4 and stopped and len(stopped) + 4 + attempts.count(0) == 12, attempts
+    assert down.stats["requests"] == sum(attempts) and down.stats["not_sent"] == attempts.count(0)
 
 
 def test_calls_without_a_server_apart_never_add_up_to_giving_up():

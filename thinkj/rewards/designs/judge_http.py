@@ -116,10 +116,10 @@ class _JudgeBackend(OpenAIChatBackend):
         self._endpoint_limit = endpoint_limit
         self.latencies: list[float] = []
 
-    async def _call(self, session: Any, messages: Any, params: SamplingParams, sample: int) -> Any:
+    async def _call(self, session: Any, messages: Any, params: SamplingParams, sample: int, **kw: Any) -> Any:
         async with self._endpoint_limit:
             start = time.perf_counter()
-            result = await super()._call(session, messages, params, sample)
+            result = await super()._call(session, messages, params, sample, **kw)
             self.latencies.append(time.perf_counter() - start)  # includes retries: what the trainer waits
         return result
 
