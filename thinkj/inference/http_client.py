@@ -35,6 +35,7 @@ is only ever placed in the Authorization header: never in reprs, logs, error tex
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import email.utils
 import json
 import logging
@@ -42,7 +43,6 @@ import os
 import random
 import threading
 import time
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -267,20 +267,20 @@ class OpenAIChatBackend:
         timeout = aiohttp.ClientTimeout(total=self.timeout, sock_connect=self.connect_timeout)
         connector = aiohttp.TCPConnector(limit=self.max_concurrency)
         failed_in_a_row = 0
-
-        def given_up() -> bool:
-            return bool(self.give_up_after) and failed_in_a_row >= self.give_up_after
+        given_up = asyncio.Event()  # set once give_up_after calls in a row found no server; stays set for the batch
 
         async with aiohttp.ClientSession(headers=headers, timeout=timeout, connector=connector) as session:
             with progress_bar(f"{self.name} via {self.base_url}", len(todo), enabled=self.progress) as advance:
                 async def one(i: int, k: int, key: str) -> None:
                     nonlocal failed_in_a_row
                     async with limit:
-                        if given_up():
-                            result = self._not_sent(failed_in_a_row)
+                        if given_up.is_set():
+                            result = self._not_sent(self.give_up_after)
                         else:
                             result = await self._call(session, conversations[i], params, k, given_up=given_up)
                             failed_in_a_row = failed_in_a_row + 1 if result.unreachable else 0
+                            if self.give_up_after and failed_in_a_row >= self.give_up_after:
+                                given_up.set()
                     self._store(key, result)
                     results[i][k] = result
                     advance(1)
@@ -321,10 +321,10 @@ class OpenAIChatBackend:
         return body
 
     async def _call(self, session: Any, messages: Messages, params: SamplingParams, sample: int, *,
-                    given_up: Callable[[], bool] | None = None) -> ChatResult:
-        """One call with its retries. A call in flight when the batch gives up (``given_up()``) stops at its next
-        attempt that finds no server, instead of spending the rest of its back-off on a server the batch has
-        already judged absent (so a dead server costs about two rounds of calls, not three)."""
+                    given_up: asyncio.Event | None = None) -> ChatResult:
+        """One call with its retries. A call in flight when the batch gives up (``given_up`` set) and whose last
+        attempt found no server stops there, waking from its back-off, instead of spending the rest of its retries
+        on a server the batch has judged absent (so a dead server costs about two rounds of calls, not three)."""
         import aiohttp
 
         body = self._payload(messages, params, sample)
@@ -362,14 +362,18 @@ class OpenAIChatBackend:
                 # no answer at all (refused, reset, dropped before a response); a payload error had one begin
                 unreachable = isinstance(err, (aiohttp.ClientConnectionError, ConnectionError))
             absent = unreachable and given_up is not None  # this attempt found no server: has the batch given up?
-            if attempt == self.max_retries or absent and given_up():
+            if attempt == self.max_retries or absent and given_up.is_set():
                 break
             delay = min(self.max_backoff, self.backoff * 2 ** attempt) * random.uniform(0.5, 1.0)
             if wait is not None:
                 delay = max(delay, min(wait, self.max_backoff))
             log.debug("retry %d/%d in %.2f s: %s", attempt + 1, self.max_retries, delay, self._scrub(error)[:200])
-            await asyncio.sleep(delay)
-            if absent and given_up():  # it did while this call waited
-                break
+            if absent:  # the back-off ends early if the batch gives up meanwhile
+                with contextlib.suppress(asyncio.TimeoutError):
+                    await asyncio.wait_for(given_up.wait(), delay)
+                if given_up.is_set():
+                    break
+            else:
+                await asyncio.sleep(delay)
             self.stats["retries"] += 1
         return ChatResult(error=self._scrub(error) or "failed", attempts=attempt + 1, unreachable=unreachable)
