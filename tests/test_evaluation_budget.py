@@ -34,6 +34,52 @@ def test_budget_counts_prompt_tokens_with_the_chat_template(tiny_model_dir):
     assert budget_for_backend("openai", "no/such-model-here", {}) is None
 
 
+def test_a_served_models_tokenizer_is_looked_up_on_disk_never_on_the_hub(tmp_path, tiny_model_dir):
+    """With the hub reachable (here: a server on 127.0.0.1 standing in for it, HF_HUB_OFFLINE unset), a served
+    model's name is read from the local cache when it is there and is otherwise no budget: the hub is never asked
+    (an offline node spent half a minute of retries on it, and a server's name is often no hub id)."""
+    import http.server
+    import os
+    import shutil
+    import subprocess
+    import sys
+    import threading
+
+    asked: list[str] = []
+
+    class Hub(http.server.BaseHTTPRequestHandler):
+        def _answer(self) -> None:
+            asked.append(self.path)
+            self.send_response(404)
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+
+        do_GET = do_HEAD = _answer
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    repo = tmp_path / "hub" / "models--org--served"
+    snapshot = repo / "snapshots" / "abc123"
+    shutil.copytree(tiny_model_dir, snapshot)
+    (repo / "refs").mkdir()
+    (repo / "refs" / "main").write_text("abc123")
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Hub)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    env = {k: v for k, v in os.environ.items() if k not in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE")}
+    env.update(HF_ENDPOINT=f"http://127.0.0.1:{server.server_address[1]}", HF_HUB_CACHE=str(tmp_path / "hub"),
+               HF_HUB_ETAG_TIMEOUT="2", HF_HUB_DOWNLOAD_TIMEOUT="2")
+    code = ("from thinkj.inference.context import budget_for_backend as b\n"
+            "print(b('openai', 'org/served', {}).context_length, b('openai', 'org/not-cached', {}))")
+    try:
+        out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300)
+    finally:
+        server.shutdown()
+    assert out.returncode == 0, out.stderr[-2000:]
+    model_requests = [path for path in asked if "/org/" in path]  # huggingface_hub pings other paths of its own
+    assert out.stdout.split() == ["4096", "None"] and model_requests == [], (out.stdout, asked)
+
+
 def test_too_long_pairs_are_recorded_not_generated(tmp_path, tiny_model_dir):
     from thinkj.evaluation.registry import load_benchmark
     from thinkj.inference import SamplingParams, make_backend

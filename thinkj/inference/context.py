@@ -42,13 +42,13 @@ class PromptBudget:
 
     @classmethod
     def for_model(cls, model: str, *, context_length: int | None = None, tokenizer: str | None = None,
-                  chat_template: str | None = None) -> PromptBudget:
+                  chat_template: str | None = None, local_only: bool = False) -> PromptBudget:
         from transformers import AutoConfig, AutoTokenizer
 
         source = tokenizer or model
-        tok = AutoTokenizer.from_pretrained(source)
+        tok = AutoTokenizer.from_pretrained(source, local_files_only=local_only)
         if context_length is None:
-            context_length = context_length_of(AutoConfig.from_pretrained(source))
+            context_length = context_length_of(AutoConfig.from_pretrained(source, local_files_only=local_only))
         if context_length is None:
             raise ThinkJError(f"{source}: its config declares no context length; pass --backend-arg max_model_len=N")
         return cls(tok, context_length, chat_template=chat_template)
@@ -68,14 +68,17 @@ def budget_for_backend(backend: str, model: str, kwargs: dict[str, Any], *, cont
                        tokenizer: str | None = None) -> PromptBudget | None:
     """The budget for a named backend: context length as given, else the backend's ``max_model_len`` argument,
     else the model config's. None for a server model without a local tokenizer (then the server's own check
-    applies and its refusals are recorded as failed calls); a ``tokenizer`` named but not loadable is an error."""
+    applies and its refusals are recorded as failed calls); a ``tokenizer`` named but not loadable is an error.
+    A served model's name is looked up on disk only (a folder, or a hub id in the local cache): the name a server
+    answers to is often no hub id, and asking the hub for it cost an offline node half a minute of retries."""
     if backend in ("hf", "vllm"):  # a catalog name (smollm2) is its converted folder, as in make_backend
         from thinkj.models import resolve_model
 
         model = resolve_model(model)
     try:
         return PromptBudget.for_model(model, context_length=context_length or kwargs.get("max_model_len"),
-                                      tokenizer=tokenizer, chat_template=kwargs.get("chat_template"))
+                                      tokenizer=tokenizer, chat_template=kwargs.get("chat_template"),
+                                      local_only=backend not in ("hf", "vllm") and not tokenizer)
     except (OSError, ValueError) as err:
         if tokenizer:  # asked for by name: never dropped in silence
             raise ThinkJError(f"--tokenizer {tokenizer}: cannot read its tokenizer/config to count prompt tokens "
