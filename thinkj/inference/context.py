@@ -71,18 +71,20 @@ def budget_for_backend(backend: str, model: str, kwargs: dict[str, Any], *, cont
     applies and its refusals are recorded as failed calls); a ``tokenizer`` named but not loadable is an error.
     A served model's name is looked up on disk only (a folder, or a hub id in the local cache): the name a server
     answers to is often no hub id, and asking the hub for it cost an offline node half a minute of retries."""
-    if backend in ("hf", "vllm"):  # a catalog name (smollm2) is its converted folder, as in make_backend
+    from thinkj.inference import LOCAL_ENGINES
+
+    if backend in LOCAL_ENGINES:  # a catalog name (smollm2) is its converted folder, as in make_backend
         from thinkj.models import resolve_model
 
         model = resolve_model(model)
     try:
         return PromptBudget.for_model(model, context_length=context_length or kwargs.get("max_model_len"),
                                       tokenizer=tokenizer, chat_template=kwargs.get("chat_template"),
-                                      local_only=backend not in ("hf", "vllm") and not tokenizer)
+                                      local_only=backend not in LOCAL_ENGINES and not tokenizer)
     except (OSError, ValueError) as err:
         if tokenizer:  # asked for by name: never dropped in silence
             raise ThinkJError(f"--tokenizer {tokenizer}: cannot read its tokenizer/config to count prompt tokens "
                               f"({err})") from None
-        if backend in ("hf", "vllm"):
+        if backend in LOCAL_ENGINES:
             raise ThinkJError(f"{model}: cannot read its tokenizer/config to count prompt tokens ({err})") from None
         return None

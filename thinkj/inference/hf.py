@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from thinkj.checks import check_range
 from thinkj.errors import ThinkJError
 from thinkj.inference.base import Messages, SamplingParams
 from thinkj.inference.precision import DTYPES, precision_key
@@ -71,8 +72,7 @@ class HFBackend:
     def check_settings(*, batch_size: int = 16, device: str | None = None, dtype: str = "auto", **_: object) -> None:
         """The settings this backend owns, checked before a model loads (the constructor and ``--backend-arg`` both
         call this): one line naming the setting, not a torch error from deep in a load or a batch loop."""
-        if batch_size < 1:
-            raise ThinkJError(f"hf backend: batch_size must be >= 1, got {batch_size}")
+        check_range("hf backend: batch_size", batch_size, low=1)
         if dtype not in DTYPES:
             raise ThinkJError(f"hf backend: dtype must be one of {', '.join(DTYPES)}, got {dtype!r}")
         check_torch_device("hf backend", device)

@@ -275,7 +275,7 @@ class OpenAIChatBackend:
                     nonlocal failed_in_a_row
                     async with limit:
                         if given_up.is_set():
-                            result = self._not_sent(self.give_up_after)
+                            result = self._not_sent()
                         else:
                             result = await self._call(session, conversations[i], params, k, given_up=given_up)
                             failed_in_a_row = failed_in_a_row + 1 if result.unreachable else 0
@@ -289,12 +289,12 @@ class OpenAIChatBackend:
         return results  # type: ignore[return-value]
 
     # -- internals --------------------------------------------------------------------------------------------
-    def _not_sent(self, failed_in_a_row: int) -> ChatResult:
+    def _not_sent(self) -> ChatResult:
         if not self.stats["not_sent"]:
             log.warning("%s via %s: the last %d calls found no server after their retries; the calls left are not "
-                        "sent (recorded as failed: rerun to ask for them)", self.name, self.base_url, failed_in_a_row)
+                        "sent (recorded as failed: rerun to ask for them)", self.name, self.base_url, self.give_up_after)
         self.stats["not_sent"] += 1
-        return ChatResult(error=f"not sent: the {failed_in_a_row} calls before it found no server after their "
+        return ChatResult(error=f"not sent: the {self.give_up_after} calls before it found no server after their "
                                 "retries (is it up?)", attempts=0)
 
     def _scrub(self, text: str) -> str:

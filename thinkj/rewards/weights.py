@@ -57,22 +57,23 @@ def suggestion(name: str, known: Iterable[str]) -> str:
     return f" (did you mean {close[0]!r}?)" if close else ""
 
 
-def _kind(default: Any, declared: str | None) -> tuple[str, bool]:
-    """(kind, None allowed) of one setting: declared in ``kinds``, else from its default value."""
+def _kind(default: Any, declared: str | None) -> tuple[str, bool, bool]:
+    """(kind, None allowed, above zero) of one setting: declared in ``kinds``, else from its default value."""
     if declared:
-        kind, optional = declared.rstrip("?").removesuffix("+"), declared.endswith("?")
-        if kind not in _KINDS or declared.rstrip("?").endswith("+") and kind not in ("int", "float"):
+        base, optional = declared.rstrip("?"), declared.endswith("?")
+        kind, positive = base.removesuffix("+"), base.endswith("+")
+        if kind not in _KINDS or positive and kind not in ("int", "float"):
             raise ValueError(f"unknown setting kind {declared!r}; known: {', '.join(_KINDS)} (int+ / float+: > 0)")
-        return kind, optional
+        return kind, optional, positive
     if isinstance(default, bool):
-        return "bool", False
+        return "bool", False, False
     if isinstance(default, numbers.Integral):
-        return "int", False
+        return "int", False, False
     if isinstance(default, numbers.Real):
-        return "float", False
+        return "float", False, False
     if isinstance(default, str):
-        return "str", False
-    return "any", True
+        return "str", False, False
+    return "any", True, False
 
 
 def _number(value: Any) -> float | int | None:
@@ -96,7 +97,7 @@ def _number(value: Any) -> float | int | None:
 def check_value(name: str, value: Any, default: Any, declared: str | None = None,
                 choices: tuple[Any, ...] | None = None) -> tuple[Any, str]:
     """(the value as the reward should see it, "" ) or (None, what is wrong with it)."""
-    kind, optional = _kind(default, declared)
+    kind, optional, positive = _kind(default, declared)
     if value is None:
         return (None, "") if optional or default is None else (None, f"must be a {_noun(kind)}, got None")
     if kind == "any":
@@ -121,7 +122,7 @@ def check_value(name: str, value: Any, default: Any, declared: str | None = None
         return None, f"must be at most {MAX_MAGNITUDE:g} in magnitude, got {shown(value, 60)}"
     if number < 0 and not (isinstance(default, numbers.Real) and default < 0):
         return None, f"must be >= 0, got {shown(value, 60)}"
-    if number <= 0 and (declared or "").rstrip("?").endswith("+"):
+    if number <= 0 and positive:
         return None, f"must be > 0, got {shown(value, 60)}"
     if kind == "int":
         if number != int(number):
