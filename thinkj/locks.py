@@ -1,32 +1,71 @@
 """One writer at a time for a shared folder: an advisory ``flock`` on a lock file beside it.
 
-Used where two commands may fill the same cache at once (two ``thinkj models fetch smollm2`` in two shells, or a demo
-and a test): the second waits for the first, then finds its finished result instead of racing it through the same
-temporary names. The lock is released by the kernel when its holder exits, also on a kill, so a crashed holder
-never leaves a stale lock behind.
+Used where two processes may fill the same place at once: two ``thinkj models fetch smollm2`` in two shells (or a
+demo and a test), and the pipeline's stages when several runs share a ``RUN_DIR`` (a recipe sweep's cells, a Slurm
+array, a run started twice; :func:`thinkj.pipeline.stage_runner.run_steps`). The second waits for the first, then
+finds its finished result instead of racing it through the same temporary names. The holder writes who it is (pid,
+host, since when) into the lock file, so the waiter can say whom it waits for. The kernel releases the lock when its
+holder exits, also on a kill, so a crashed holder never leaves a stale lock behind (on NFS the server does, once the
+client's lease ends).
+
+A filesystem without ``flock`` (Lustre mounted without ``-o flock``: ENOSYS; NFS without a lock daemon: ENOLCK) is
+said once per lock folder, and the work goes on unlocked: refusing would stop every run there.
 """
 
 from __future__ import annotations
 
+import errno
 import fcntl
 import os
+import socket
+import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+_NO_LOCKS = {errno.ENOSYS, errno.EOPNOTSUPP, errno.ENOLCK}  # the filesystem takes no flock at all
+_UNLOCKED_WARNED: set[Path] = set()  # lock folders already said to be unlockable (once per process)
+
+
+def _holder(handle) -> str:
+    """Who holds the lock, as the holder wrote it ("another process" when it has not written yet)."""
+    handle.seek(0)
+    text = handle.read().strip()
+    return f"another process ({text})" if text else "another process"
+
+
+def _claim(handle) -> None:
+    """Write this process into the lock file it now holds."""
+    os.ftruncate(handle.fileno(), 0)  # opened for appending: the write lands at the new end, 0
+    handle.write(f"pid {os.getpid()} on {socket.gethostname()} since {time.strftime('%Y-%m-%d %H:%M:%S')}\n")
+    handle.flush()
+
 
 @contextmanager
-def exclusive(lock_path: str | os.PathLike, what: str, log: Callable[[str], object] = print) -> Iterator[None]:
-    """Hold the lock ``lock_path`` (created if missing) for the block; says once that it waits when another holds it."""
+def exclusive(lock_path: str | os.PathLike, what: str, log: Callable[[str], object] = print) -> Iterator[bool]:
+    """Hold the lock ``lock_path`` (created if missing) for the block, which gets whether it had to wait for another
+    holder (then says once whom it waits for). Unlockable filesystems: see the module's docstring."""
     path = Path(lock_path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    with path.open("a") as handle:
+    with path.open("a+") as handle:
+        waited = False
         try:
             fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
-            log(f"{what}: another process holds {path}; waiting for it to finish ...")
+            log(f"{what}: {_holder(handle)} holds {path}; waiting for it to finish ...")
             fcntl.flock(handle, fcntl.LOCK_EX)
+            waited = True
+        except OSError as err:
+            if err.errno not in _NO_LOCKS:
+                raise
+            if path.parent not in _UNLOCKED_WARNED:
+                _UNLOCKED_WARNED.add(path.parent)
+                log(f"{what}: cannot lock {path} ({os.strerror(err.errno)}: a filesystem without flock, e.g. Lustre "
+                    "mounted without -o flock); going on without locks there: do not start two runs on it at once")
+            yield False
+            return
+        _claim(handle)
         try:
-            yield
+            yield waited
         finally:
             fcntl.flock(handle, fcntl.LOCK_UN)

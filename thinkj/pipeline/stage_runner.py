@@ -13,11 +13,17 @@ A record that cannot be read, or is not a JSON object with its settings, is not 
 After a stage that runs, a later stage runs too when it reads what a stage that ran made (or declares no inputs);
 the others are still checked against their records. Each stage's output goes to
 ``<logs>/<stage>.log``; the terminal gets one progress line per stage (``[ i/n] name  wall s (cpu s)  brief``).
+
+One writer per stage: runs that share a RUN_DIR (a recipe sweep's cells, a Slurm array, a run started twice) each
+take a stage's lock (:func:`lock_path`, keyed on its completion record, under ``<logs>/locks/``) before running it.
+The one that finds it held waits, then reads the record the holder made and skips the stage when it matches, with
+the usual checks; stages with records of their own (each cell's online folder) run side by side.
 """
 
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import json
 import os
 import shlex
@@ -31,9 +37,20 @@ from typing import Any, TextIO
 
 from thinkj.errors import ThinkJError
 from thinkj.fingerprint import tree_sha256
+from thinkj.locks import exclusive
 from thinkj.records import RecordError, read_json, write_json
 
 RECORD_SUFFIX = ".done.json"
+
+
+def lock_path(logs: Path, record: Path) -> Path:
+    """The lock of the stage whose completion record is ``record``: ``<logs>/locks/<stage>-<hash>.lock``, the hash of
+    the record's path relative to the run folder (``logs``'s parent), so nodes that mount the run elsewhere agree;
+    outside the stage's folder, whose content is an input of later stages and which a stage may swap whole."""
+    base, target = Path(os.path.abspath(logs)).parent, Path(os.path.abspath(record))
+    key = (target.relative_to(base) if target.is_relative_to(base) else target).as_posix()
+    stage = record.name.removesuffix(RECORD_SUFFIX)
+    return logs / "locks" / f"{stage}-{hashlib.sha256(key.encode()).hexdigest()[:12]}.lock"
 
 
 def is_record(name: str) -> bool:
@@ -281,44 +298,70 @@ def run_steps(steps: Sequence[Step], *, logs: Path, hint: str = "", out: TextIO 
     outcome = Outcome()
     redone: list[Path] = []  # the folders of the stages that ran: what they made is new
     for i, step in enumerate(steps, 1):
-        record = None
-        if not step.always and not _reads_new(step, redone, bool(outcome.ran)):
-            record, _ = step.check(hint)
-        if record is not None:
-            outcome.skipped.append(step.name)
-            outcome.records[step.name] = record
-            outcome.seconds[step.name] = float(record.get("seconds") or 0.0)
-            outcome.cpu_seconds[step.name] = float(record.get("cpu_seconds") or 0.0)
-            if step.done is not None:
-                step.done(record, True)
-            if announce is not None:
-                announce(step, "skip")
-            else:
-                print(progress_line(i, len(steps), step.name, None, brief=step.brief(record)), file=out, flush=True)
-            continue
-        if announce is not None:
-            announce(step, "start")
-        outcome.ran.append(step.name)
-        redone.append(step.record.parent)
-        if dry:
-            continue
-        log = logs / f"{step.name}.log"
-        paths = dict(step.inputs())
-        inputs = fingerprints(paths, step.recursive)  # what the stage starts from, not what they became meanwhile
-        start, cpu_start = time.monotonic(), cpu_time()
-        try:
-            details = step.work(log)
-        except BaseException:
-            print(f"[{i:2d}/{len(steps)}] {step.name:15s} FAILED after {time.monotonic() - start:.0f} s; log: {log}",
-                  file=out, flush=True)
-            raise
-        seconds, cpu = round(time.monotonic() - start, 1), round(cpu_time() - cpu_start, 1)
-        outcome.seconds[step.name], outcome.cpu_seconds[step.name] = seconds, cpu
-        record = {"stage": step.name, "settings": dict(step.settings), **details}
-        write_record(step.record, step.name, step.settings, inputs, paths, seconds=seconds, cpu_seconds=cpu, **details)
-        record = read_record(step.record) or record
-        outcome.records[step.name] = record
-        if step.done is not None:
-            step.done(record, False)
-        print(progress_line(i, len(steps), step.name, seconds, cpu, step.brief(record)), file=out, flush=True)
+        with contextlib.ExitStack() as held:
+            _one_step(i, len(steps), step, held, outcome, redone, logs=logs, hint=hint, out=out, dry=dry, announce=announce)
     return outcome
+
+
+def _found_after_wait(step: Step, fresh: bool, hint: str) -> dict[str, Any] | None:
+    """The record another process made while this one waited for the stage's lock, when it does for this run. A stage
+    that reads what this run remade (``fresh``) runs again unless the record matches its inputs now; any other is
+    checked as usual (a record made otherwise stops the run)."""
+    if not fresh:
+        return step.check(hint)[0]
+    record = read_record(step.record)
+    if record is None or mismatch(record, step.settings, step.input_fingerprints, step.inputs()) is not None:
+        return None
+    return record
+
+
+def _one_step(i: int, n: int, step: Step, held: contextlib.ExitStack, outcome: Outcome,
+              redone: list[Path], *, logs: Path, hint: str, out: TextIO, dry: bool,
+              announce: Callable[[Step, str], None] | None) -> None:
+    """One turn of :func:`run_steps`' loop; the stage's lock, when taken, is held by ``held`` until the turn ends."""
+    record = None
+    fresh = _reads_new(step, redone, bool(outcome.ran))
+    if not step.always and not fresh:
+        record, _ = step.check(hint)
+    if record is None and not dry:  # to be run: by this process alone (another may be running it now)
+        waited = held.enter_context(exclusive(lock_path(logs, step.record), f"stage {step.name}",
+                                              lambda line: print(line, file=out, flush=True)))
+        if waited and not step.always:
+            record = _found_after_wait(step, fresh, hint)
+    if record is not None:
+        outcome.skipped.append(step.name)
+        outcome.records[step.name] = record
+        outcome.seconds[step.name] = float(record.get("seconds") or 0.0)
+        outcome.cpu_seconds[step.name] = float(record.get("cpu_seconds") or 0.0)
+        if step.done is not None:
+            step.done(record, True)
+        if announce is not None:
+            announce(step, "skip")
+        else:
+            print(progress_line(i, n, step.name, None, brief=step.brief(record)), file=out, flush=True)
+        return
+    if announce is not None:
+        announce(step, "start")
+    outcome.ran.append(step.name)
+    redone.append(step.record.parent)
+    if dry:
+        return
+    log = logs / f"{step.name}.log"
+    paths = dict(step.inputs())
+    inputs = fingerprints(paths, step.recursive)  # what the stage starts from, not what they became meanwhile
+    start, cpu_start = time.monotonic(), cpu_time()
+    try:
+        details = step.work(log)
+    except BaseException:
+        print(f"[{i:2d}/{n}] {step.name:15s} FAILED after {time.monotonic() - start:.0f} s; log: {log}",
+              file=out, flush=True)
+        raise
+    seconds, cpu = round(time.monotonic() - start, 1), round(cpu_time() - cpu_start, 1)
+    outcome.seconds[step.name], outcome.cpu_seconds[step.name] = seconds, cpu
+    record = {"stage": step.name, "settings": dict(step.settings), **details}
+    write_record(step.record, step.name, step.settings, inputs, paths, seconds=seconds, cpu_seconds=cpu, **details)
+    record = read_record(step.record) or record
+    outcome.records[step.name] = record
+    if step.done is not None:
+        step.done(record, False)
+    print(progress_line(i, n, step.name, seconds, cpu, step.brief(record)), file=out, flush=True)
