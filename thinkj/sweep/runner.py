@@ -7,6 +7,11 @@ hash in its name: settings, commands, results paths, tags), and a marker of anot
 rerun therefore skips finished runs and continues an interrupted one at its first unfinished step (the engines
 resume inside a step).
 
+Several sweep processes may share a sweep folder (the command started twice, Slurm array tasks with ``--only``): a
+run's steps are run by one of them at a time (a lock per run under ``<sweep_dir>/locks/``; the other waits, then
+finds the run done or continues it where it stopped), and each save of ``state.json`` keeps the entries the other
+processes wrote. Ray launches are not locked: one sweep process submits them.
+
 ``state.json`` only records progress: when it is unreadable (a truncated or hand-edited file) the sweep stops
 with a one-line error saying so, rather than starting over; deleting it is safe -- finished runs are known by
 their done markers, and an unfinished run starts again at its first step. A done marker that cannot be read
@@ -32,6 +37,7 @@ from typing import Any, TextIO
 
 from thinkj.atomic import disk_errors
 from thinkj.errors import StageIncomplete, ThinkJError, exit_on_user_error
+from thinkj.locks import exclusive
 from thinkj.records import RecordError, read_json, write_json
 from thinkj.sweep.sweep_file import Run, SweepSpec, expand
 
@@ -81,8 +87,14 @@ RECOVERY = (f"this file only records the sweep's progress: delete it (or move it
 
 
 class SweepState:
+    """``state.json`` as this process sees it. Several sweep processes may share a sweep folder (a command started
+    twice, Slurm array tasks with ``--only``): :meth:`save` writes this process's runs into what the file holds
+    now, under a lock, so no process's save drops another's entries; :meth:`fresh` re-reads one run's entry."""
+
     def __init__(self, sweep_dir: Path, spec: SweepSpec):
         self.path = Path(sweep_dir) / STATE_FILE
+        self.spec = spec
+        self.mine: set[str] = set()  # the runs this process has handled: its entries win when it saves
         self.data: dict[str, Any] = {"sweep": spec.name, "spec": str(spec.path), "runs": {}}
         if self.path.exists():
             self.data = self._read(spec)
@@ -106,13 +118,26 @@ class SweepState:
         return data
 
     def run(self, run: Run) -> dict[str, Any]:
+        self.mine.add(run.name)
         entry = self.data["runs"].setdefault(run.name, {"settings": run.settings, "status": "pending",
                                                         "steps_done": 0, "launches": 0})
         entry["steps_done"] = min(entry["steps_done"], len(run.commands))
         return entry
 
+    def fresh(self, run: Run) -> dict[str, Any]:
+        """The run's entry as the file holds it now (another process may have run it meanwhile)."""
+        if self.path.exists():
+            on_disk = self._read(self.spec)["runs"].get(run.name)
+            if on_disk is not None:
+                self.data["runs"][run.name] = on_disk
+        return self.run(run)
+
     def save(self) -> None:
-        write_json(self.path, self.data)
+        with exclusive(self.path.parent / "locks" / "state.lock", "sweep state", lambda line: None):
+            runs = self._read(self.spec)["runs"] if self.path.exists() else {}
+            runs.update({name: self.data["runs"][name] for name in self.mine if name in self.data["runs"]})
+            self.data["runs"] = runs
+            write_json(self.path, self.data)
 
 
 def _env() -> dict[str, str]:
@@ -299,10 +324,24 @@ def _one_run(run: Run, launcher: str, state: SweepState | None, step_fn: Callabl
         for command in run.commands:
             print(command, file=out)
         return
-    entry = state.run(run)
     if launcher == "ray":
-        _ray_run(run, entry, state, summary, out, ray_address, wait)
+        _ray_run(run, state.run(run), state, summary, out, ray_address, wait)
         return
+    # one process runs a run's steps at a time: another sweep on this folder waits, then finds the run done
+    with exclusive(state.path.parent / "locks" / f"{run.name}.lock", f"run {run.name}",
+                   lambda line: print(f"# {line}", file=out, flush=True)) as waited:
+        if waited and is_done(run):
+            summary["skipped"].append(run.name)
+            print(f"# done   {run.name} (by another process)", file=out, flush=True)
+            state.fresh(run)["status"] = "done"
+            state.save()
+            return
+        _run_steps(run, state.fresh(run) if waited else state.run(run), state, step_fn, summary, out)
+
+
+def _run_steps(run: Run, entry: dict[str, Any], state: SweepState, step_fn: Callable[[str, Path], int],
+               summary: dict[str, Any], out: TextIO) -> None:
+    """Run's steps from its first unfinished one, then its done marker; ``entry`` (its state) saved as it goes."""
     if entry["steps_done"] >= len(run.commands):  # every step ran, yet the run is not done: its results went missing
         missing = [str(p) for p in run.results if not p.exists()]
         print(f"# rerun  {run.name}: its steps finished, but {', '.join(missing) or 'its done marker'} is missing: "

@@ -1,0 +1,72 @@
+"""Two `thinkj sweep` processes on one spec and sweep folder at once (a command started twice; Slurm array tasks each
+running the whole sweep or overlapping `--only` sets): each run's steps run once, the other process waiting for the
+run and then finding it done, and `state.json` keeps every run's entry (each process's save keeps what the other
+wrote). Real processes through the real CLI; a template sweep whose one step is a slow Python command.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+pytestmark = pytest.mark.timeout(300)
+
+STEP = """
+import json, pathlib, sys, time
+sweep, run, w = sys.argv[1:4]
+with open(sweep + "/ran.txt", "a") as handle:
+    handle.write(w + "\\n")
+time.sleep(1.0)
+out = pathlib.Path(run)
+out.mkdir(parents=True, exist_ok=True)
+(out / "r.results.json").write_text(json.dumps({"benchmark": "synthetic", "unit": "percent",
+                                                 "metrics": {"accuracy": 50.0}, "tags": {"w": w}}))
+"""
+
+
+def _spec(tmp_path: Path) -> Path:
+    (tmp_path / "step.py").write_text(STEP)
+    spec = tmp_path / "spec.yaml"
+    spec.write_text(json.dumps({"name": "twice", "grid": {"w": [1, 2, 3]},
+                                "steps": [f"{sys.executable} {tmp_path / 'step.py'} {{sweep_dir}} {{run_dir}} {{w}}"],
+                                "results": "{run_dir}/r.results.json"}))
+    return spec
+
+
+def _sweep(spec: Path, sweep_dir: Path, *only: str) -> subprocess.Popen:
+    thinkj = Path(sys.executable).parent / "thinkj"
+    args = [x for name in only for x in ("--only", name)]
+    return subprocess.Popen([str(thinkj), "sweep", str(spec), "--sweep-dir", str(sweep_dir), *args], cwd=ROOT,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+
+
+def test_a_sweep_started_twice_runs_each_run_once_and_keeps_every_state_entry(tmp_path):
+    spec, sweep_dir = _spec(tmp_path), tmp_path / "sweep"
+    sweep_dir.mkdir()
+    first = _sweep(spec, sweep_dir)
+    time.sleep(0.5)  # the first is inside its first run's step (the step sleeps 1 s)
+    second = _sweep(spec, sweep_dir)
+    outs = [proc.communicate(timeout=240)[0] for proc in (first, second)]
+    assert [p.returncode for p in (first, second)] == [0, 0], outs
+    assert sorted((sweep_dir / "ran.txt").read_text().split()) == ["1", "2", "3"], outs  # each run's step once
+    state = json.loads((sweep_dir / "state.json").read_text())
+    assert len(state["runs"]) == 3 and all(r["status"] == "done" for r in state["runs"].values()), state
+
+
+def test_sweeps_of_disjoint_runs_side_by_side_keep_each_others_state(tmp_path):
+    """Slurm array tasks, one run each (`--only`): both run at once, and state.json ends with both runs done."""
+    spec, sweep_dir = _spec(tmp_path), tmp_path / "sweep"
+    sweep_dir.mkdir()
+    first, second = _sweep(spec, sweep_dir, "w=1"), _sweep(spec, sweep_dir, "w=2")
+    outs = [proc.communicate(timeout=240)[0] for proc in (first, second)]
+    assert [p.returncode for p in (first, second)] == [0, 0], outs
+    assert sorted((sweep_dir / "ran.txt").read_text().split()) == ["1", "2"]
+    state = json.loads((sweep_dir / "state.json").read_text())
+    assert sorted(state["runs"]) == sorted(n for n in state["runs"]) and len(state["runs"]) == 2, state
+    assert all(r["status"] == "done" for r in state["runs"].values()), state
