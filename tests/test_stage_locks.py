@@ -200,3 +200,19 @@ def test_a_stage_that_reads_what_this_run_remade_is_skipped_after_waiting_only_w
     assert "stage b: another process (pid" in out.getvalue()
     assert made == (["b", "b"] if b_runs else ["b"])
     assert outcome.ran == (["a", "b"] if b_runs else ["a"]) and (run / "b" / "b.txt").read_text() == content
+
+
+def test_a_record_written_between_the_check_and_the_lock_is_found(tmp_path, monkeypatch):
+    """The other process finished the stage (record written, lock released) just after this one found no record
+    and just before it took the lock, so it never waited: the record is read again under the lock, not overwritten."""
+    made: list[str] = []
+    step = stage_runner.Step("a", tmp_path / "a" / "a.done.json", {"K": "1"}, lambda log: made.append("a") or {})
+    real = stage_runner.exclusive
+
+    def finished_meanwhile(path, what, log):
+        stage_runner.write_record(step.record, "a", {"K": "1"}, {}, {}, seconds=1.0, cpu_seconds=1.0)
+        return real(path, what, log)
+
+    monkeypatch.setattr(stage_runner, "exclusive", finished_meanwhile)
+    outcome = stage_runner.run_steps([step], logs=tmp_path / "logs", out=io.StringIO())
+    assert made == [] and outcome.skipped == ["a"]

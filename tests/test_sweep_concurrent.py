@@ -70,3 +70,31 @@ def test_sweeps_of_disjoint_runs_side_by_side_keep_each_others_state(tmp_path):
     state = json.loads((sweep_dir / "state.json").read_text())
     assert sorted(state["runs"]) == sorted(n for n in state["runs"]) and len(state["runs"]) == 2, state
     assert all(r["status"] == "done" for r in state["runs"].values()), state
+
+
+def test_a_run_finished_between_the_check_and_the_lock_is_not_run_again(tmp_path, monkeypatch):
+    """Another process finished the run just after this one found it not done and just before it took the run's
+    lock (so it never waited): the run is read again under the lock and skipped."""
+    import os
+
+    from thinkj.sweep import runner
+    from thinkj.sweep.sweep_file import expand, load_spec
+
+    spec_path, sweep_dir = _spec(tmp_path), tmp_path / "sweep"
+    sweep_dir.mkdir()
+    spec = load_spec(spec_path)
+    first = expand(spec, sweep_dir)[0]
+    real = runner.exclusive
+
+    def finished_meanwhile(path, what, log):
+        if what == f"run {first.name}" and not (first.run_dir / runner.DONE_FILE).exists():
+            first.run_dir.mkdir(parents=True, exist_ok=True)
+            for result in first.results:
+                result.write_text(json.dumps({"benchmark": "synthetic", "metrics": {}}))
+            runner.mark_done(first.run_dir, first.results, {"identity": first.identity.get("hash")})
+        return real(path, what, log)
+
+    monkeypatch.setattr(runner, "exclusive", finished_meanwhile)
+    summary = runner.run_sweep(spec, sweep_dir, "local", out=open(os.devnull, "w"))
+    assert first.name in summary["skipped"] and first.name not in summary["launched"]
+    assert sorted((sweep_dir / "ran.txt").read_text().split()) == ["2", "3"]

@@ -326,7 +326,8 @@ def _one_step(i: int, n: int, step: Step, held: contextlib.ExitStack, outcome: O
     if record is None and not dry:  # to be run: by this process alone (another may be running it now)
         waited = held.enter_context(exclusive(lock_path(logs, step.record), f"stage {step.name}",
                                               lambda line: print(line, file=out, flush=True)))
-        if waited and not step.always:
+        # another process may have finished it between the check above and the lock (then no wait was needed)
+        if not step.always and (waited or (not fresh and step.record.exists())):
             record = _found_after_wait(step, fresh, hint)
     if record is not None:
         outcome.skipped.append(step.name)

@@ -329,14 +329,15 @@ def _one_run(run: Run, launcher: str, state: SweepState | None, step_fn: Callabl
         return
     # one process runs a run's steps at a time: another sweep on this folder waits, then finds the run done
     with exclusive(state.path.parent / "locks" / f"{run.name}.lock", f"run {run.name}",
-                   lambda line: print(f"# {line}", file=out, flush=True)) as waited:
-        if waited and is_done(run):
+                   lambda line: print(f"# {line}", file=out, flush=True)):
+        # read again under the lock: another process may have run it while this one waited, or just before
+        if is_done(run):
             summary["skipped"].append(run.name)
             print(f"# done   {run.name} (by another process)", file=out, flush=True)
             state.fresh(run)["status"] = "done"
             state.save()
             return
-        _run_steps(run, state.fresh(run) if waited else state.run(run), state, step_fn, summary, out)
+        _run_steps(run, state.fresh(run), state, step_fn, summary, out)
 
 
 def _run_steps(run: Run, entry: dict[str, Any], state: SweepState, step_fn: Callable[[str, Path], int],
