@@ -7,6 +7,7 @@ wrote). Real processes through the real CLI; a template sweep whose one step is 
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import time
@@ -98,3 +99,62 @@ def test_a_run_finished_between_the_check_and_the_lock_is_not_run_again(tmp_path
     summary = runner.run_sweep(spec, sweep_dir, "local", out=open(os.devnull, "w"))
     assert first.name in summary["skipped"] and first.name not in summary["launched"]
     assert sorted((sweep_dir / "ran.txt").read_text().split()) == ["2", "3"]
+
+
+def test_a_ray_job_another_sweep_submitted_meanwhile_is_not_submitted_again(tmp_path, monkeypatch):
+    """`--launcher ray` from two sweep processes: the other submitted the run's job after this one read state.json;
+    under the run's lock the state is read again, and the job (RUNNING on the dashboard, a stand-in on 127.0.0.1
+    answering Ray's job API) is not submitted twice."""
+    import io
+    import threading
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    from thinkj.sweep import runner
+    from thinkj.sweep.sweep_file import expand, load_spec
+
+    spec_path, sweep_dir = _spec(tmp_path), tmp_path / "sweep"
+    sweep_dir.mkdir()
+    spec = load_spec(spec_path)
+    first = expand(spec, sweep_dir)[0]
+    job = f"thinkj-{first.name}"
+    asked: list[str] = []
+
+    class Dashboard(BaseHTTPRequestHandler):
+        def do_GET(self):  # noqa: N802 (http.server's name)
+            asked.append(f"GET {self.path}")
+            body = {"/api/version": {"ray_version": "stand-in"},
+                    f"/api/jobs/{job}": {"status": "RUNNING"}}.get(self.path.replace("%3D", "="))
+            self.send_response(200 if body else 404)
+            self.end_headers()
+            self.wfile.write(json.dumps(body or {}).encode())
+
+        def do_POST(self):  # noqa: N802
+            asked.append(f"POST {self.path}")
+            self.send_response(404)
+            self.end_headers()
+
+        def log_message(self, *args):
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Dashboard)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    monkeypatch.setenv("PATH", f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}")  # `ray` is found
+    real = runner.exclusive
+
+    def submitted_meanwhile(path, what, log):
+        if what == f"run {first.name}":
+            (sweep_dir / "state.json").write_text(json.dumps({"sweep": spec.name, "spec": str(spec.path), "runs": {
+                first.name: {"settings": first.settings, "status": "submitted", "steps_done": 0, "launches": 1,
+                             "job": job}}}))
+        return real(path, what, log)
+
+    monkeypatch.setattr(runner, "exclusive", submitted_meanwhile)
+    out = io.StringIO()
+    try:
+        summary = runner.run_sweep(spec, sweep_dir, "ray", only=[first.name],
+                                   ray_address=f"http://127.0.0.1:{server.server_port}", out=out)
+    finally:
+        server.shutdown()
+    assert f"# {job}: already RUNNING, not submitted again" in out.getvalue(), out.getvalue()
+    assert "ray job submit" not in out.getvalue() and not [a for a in asked if a.startswith("POST")]
+    assert summary["submitted"] == [first.name] and not summary["failed"]

@@ -10,7 +10,7 @@ resume inside a step).
 Several sweep processes may share a sweep folder (the command started twice, Slurm array tasks with ``--only``): a
 run's steps are run by one of them at a time (a lock per run under ``<sweep_dir>/locks/``; the other waits, then
 finds the run done or continues it where it stopped), and each save of ``state.json`` keeps the entries the other
-processes wrote. Ray launches are not locked: one sweep process submits them.
+processes wrote; with ``ray``, a job another process submitted is found in the state and not submitted again.
 
 ``state.json`` only records progress: when it is unreadable (a truncated or hand-edited file) the sweep stops
 with a one-line error saying so, rather than starting over; deleting it is safe -- finished runs are known by
@@ -324,10 +324,8 @@ def _one_run(run: Run, launcher: str, state: SweepState | None, step_fn: Callabl
         for command in run.commands:
             print(command, file=out)
         return
-    if launcher == "ray":
-        _ray_run(run, state.run(run), state, summary, out, ray_address, wait)
-        return
-    # one process runs a run's steps at a time: another sweep on this folder waits, then finds the run done
+    # one process launches a run at a time: another sweep on this folder waits, then finds the run done (or, with
+    # Ray, its job already submitted: the job id is in the state it reads again)
     with exclusive(state.path.parent / "locks" / f"{run.name}.lock", f"run {run.name}",
                    lambda line: print(f"# {line}", file=out, flush=True)):
         # read again under the lock: another process may have run it while this one waited, or just before
@@ -337,7 +335,10 @@ def _one_run(run: Run, launcher: str, state: SweepState | None, step_fn: Callabl
             state.fresh(run)["status"] = "done"
             state.save()
             return
-        _run_steps(run, state.fresh(run), state, step_fn, summary, out)
+        if launcher == "ray":
+            _ray_run(run, state.fresh(run), state, summary, out, ray_address, wait)
+        else:
+            _run_steps(run, state.fresh(run), state, step_fn, summary, out)
 
 
 def _run_steps(run: Run, entry: dict[str, Any], state: SweepState, step_fn: Callable[[str, Path], int],
