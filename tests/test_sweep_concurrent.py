@@ -76,8 +76,6 @@ def test_sweeps_of_disjoint_runs_side_by_side_keep_each_others_state(tmp_path):
 def test_a_run_finished_between_the_check_and_the_lock_is_not_run_again(tmp_path, monkeypatch):
     """Another process finished the run just after this one found it not done and just before it took the run's
     lock (so it never waited): the run is read again under the lock and skipped."""
-    import os
-
     from thinkj.sweep import runner
     from thinkj.sweep.sweep_file import expand, load_spec
 
