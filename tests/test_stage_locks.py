@@ -216,3 +216,36 @@ def test_a_record_written_between_the_check_and_the_lock_is_found(tmp_path, monk
     monkeypatch.setattr(stage_runner, "exclusive", finished_meanwhile)
     outcome = stage_runner.run_steps([step], logs=tmp_path / "logs", out=io.StringIO())
     assert made == [] and outcome.skipped == ["a"]
+
+
+def test_a_lock_the_disk_has_no_room_for_is_one_line_naming_it(tmp_path):
+    """A run folder on a file system out of inodes: the stage lock cannot be made, and the stage loop stops with one
+    WriteError naming the lock file, before the stage runs. A real tmpfs of 4 inodes, where this machine lets the
+    test mount one."""
+    import shutil
+
+    from thinkj.atomic import WriteError
+
+    root = tmp_path / "disk"
+    root.mkdir()
+    if shutil.which("mount") is None:
+        pytest.skip("no mount command: cannot make a small file system to fill")
+    proc = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=512k,nr_inodes=4", "tmpfs", str(root)],
+                          capture_output=True, text=True)
+    if proc.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here (needs root or CAP_SYS_ADMIN): {proc.stderr.strip()}")
+    try:
+        for i in range(8):  # take every inode left
+            try:
+                (root / f"f{i}").touch()
+            except OSError as err:
+                assert err.errno == errno.ENOSPC
+                break
+        made: list[str] = []
+        step = stage_runner.Step("a", tmp_path / "a" / "a.done.json", {}, lambda log: made.append("a") or {})
+        with pytest.raises(WriteError) as failed:
+            stage_runner.run_steps([step], logs=root / "logs", out=io.StringIO())
+        assert str(failed.value).startswith(f"{root / 'logs' / 'locks'}")
+        assert "No space left on device" in str(failed.value) and made == []
+    finally:
+        subprocess.run(["umount", str(root)], check=False)

@@ -20,8 +20,10 @@ import os
 import socket
 import time
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from pathlib import Path
+
+from thinkj.atomic import write_error
 
 _NO_LOCKS = {errno.ENOSYS, errno.EOPNOTSUPP, errno.ENOLCK}  # the filesystem takes no flock at all
 _UNLOCKED_WARNED: set[Path] = set()  # lock folders already said to be unlockable (once per process)
@@ -30,15 +32,17 @@ _UNLOCKED_WARNED: set[Path] = set()  # lock folders already said to be unlockabl
 def _holder(handle) -> str:
     """Who holds the lock, as the holder wrote it ("another process" when it has not written yet)."""
     handle.seek(0)
-    text = handle.read().strip()
+    text = handle.read().decode(errors="replace").strip()
     return f"another process ({text})" if text else "another process"
 
 
 def _claim(handle) -> None:
-    """Write this process into the lock file it now holds."""
-    os.ftruncate(handle.fileno(), 0)  # opened for appending: the write lands at the new end, 0
-    handle.write(f"pid {os.getpid()} on {socket.gethostname()} since {time.strftime('%Y-%m-%d %H:%M:%S')}\n")
-    handle.flush()
+    """Write this process into the lock file it now holds; a disk too full for that line leaves it empty (the line
+    only names the holder to a waiter)."""
+    with suppress(OSError):
+        os.ftruncate(handle.fileno(), 0)  # opened for appending: the write lands at the new end, 0
+        handle.write(f"pid {os.getpid()} on {socket.gethostname()} since {time.strftime('%Y-%m-%d %H:%M:%S')}\n"
+                     .encode())
 
 
 @contextmanager
@@ -46,8 +50,15 @@ def exclusive(lock_path: str | os.PathLike, what: str, log: Callable[[str], obje
     """Hold the lock ``lock_path`` (created if missing) for the block, which gets whether it had to wait for another
     holder (then says once whom it waits for). Unlockable filesystems: see the module's docstring."""
     path = Path(lock_path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with path.open("a+") as handle:
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        handle = path.open("a+b", buffering=0)  # unbuffered: nothing left to flush (and fail) when it closes
+    except OSError as err:  # a full disk, a read-only folder: one line naming the lock, before anything ran
+        failure = write_error(err, path, kept="nothing was started")
+        if failure is not None:
+            raise failure from None
+        raise
+    with handle:
         waited = False
         try:
             fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
