@@ -1,4 +1,4 @@
-"""One writer at a time for a shared folder: an advisory ``flock`` on a lock file beside it.
+"""One writer at a time for a shared place: an advisory ``flock`` on a lock file.
 
 Used where two processes may fill the same place at once: two ``thinkj models fetch smollm2`` in two shells (or a
 demo and a test), and the pipeline's stages when several runs share a ``RUN_DIR`` (a recipe sweep's cells, a Slurm

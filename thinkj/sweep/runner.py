@@ -343,7 +343,7 @@ def _one_run(run: Run, launcher: str, state: SweepState | None, step_fn: Callabl
 
 def _run_steps(run: Run, entry: dict[str, Any], state: SweepState, step_fn: Callable[[str, Path], int],
                summary: dict[str, Any], out: TextIO) -> None:
-    """Run's steps from its first unfinished one, then its done marker; ``entry`` (its state) saved as it goes."""
+    """The run's steps from its first unfinished one, then its done marker; ``entry``, its state, saved as it goes."""
     if entry["steps_done"] >= len(run.commands):  # every step ran, yet the run is not done: its results went missing
         missing = [str(p) for p in run.results if not p.exists()]
         print(f"# rerun  {run.name}: its steps finished, but {', '.join(missing) or 'its done marker'} is missing: "
