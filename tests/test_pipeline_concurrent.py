@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -22,7 +23,7 @@ SHARED = ("model", "task", "load", "difficulty", "dedup", "decontaminate", "trac
 
 
 def _cell(run_dir: Path, w_str: str) -> subprocess.Popen:
-    thinkj = Path(os.environ.get("PYTHON") or __import__("sys").executable).parent / "thinkj"
+    thinkj = Path(os.environ.get("PYTHON") or sys.executable).parent / "thinkj"
     env = {k: v for k, v in os.environ.items() if k not in ("W_STR", "W_FMT", "W_ACC", "SEED", "RUN_DIR")}
     return subprocess.Popen([str(thinkj), "run", "configs/recipes/tiny-cpu.yaml", "--set", f"run_dir={run_dir}",
                              "--set", "rl_engine=trl", "--set", "rl_steps=1", "--set", f"w_str={w_str}"],
