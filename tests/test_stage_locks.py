@@ -114,7 +114,7 @@ def test_stages_with_their_own_records_run_side_by_side(tmp_path):
     assert (run / "cell1" / "b.txt").read_text() == (run / "cell2" / "b.txt").read_text() == "made once\n"
 
 
-def test_after_waiting_a_stage_whose_inputs_changed_meanwhile_is_refused(tmp_path):
+def test_after_waiting_a_record_made_with_other_settings_is_refused(tmp_path):
     """The waiter re-reads the record it waited for with the usual checks: done on other settings is refused."""
     run = tmp_path / "run"
     first = _start(run, "first", 1.5)
