@@ -298,8 +298,55 @@ def run_steps(steps: Sequence[Step], *, logs: Path, hint: str = "", out: TextIO 
     outcome = Outcome()
     redone: list[Path] = []  # the folders of the stages that ran: what they made is new
     for i, step in enumerate(steps, 1):
-        with contextlib.ExitStack() as held:
-            _one_step(i, len(steps), step, held, outcome, redone, logs=logs, hint=hint, out=out, dry=dry, announce=announce)
+        with contextlib.ExitStack() as held:  # the stage's lock, when taken, until this turn ends (a continue too)
+            record = None
+            fresh = _reads_new(step, redone, bool(outcome.ran))
+            if not step.always and not fresh:
+                record, _ = step.check(hint)
+            if record is None and not dry:  # to be run: by this process alone (another may be running it now)
+                waited = held.enter_context(exclusive(lock_path(logs, step.record), f"stage {step.name}",
+                                                      lambda line: print(line, file=out, flush=True)))
+                # another process may have finished it between the check above and the lock (then no wait was needed)
+                if not step.always and (waited or (not fresh and step.record.exists())):
+                    record = _found_after_wait(step, fresh, hint)
+            if record is not None:
+                outcome.skipped.append(step.name)
+                outcome.records[step.name] = record
+                outcome.seconds[step.name] = float(record.get("seconds") or 0.0)
+                outcome.cpu_seconds[step.name] = float(record.get("cpu_seconds") or 0.0)
+                if step.done is not None:
+                    step.done(record, True)
+                if announce is not None:
+                    announce(step, "skip")
+                else:
+                    print(progress_line(i, len(steps), step.name, None, brief=step.brief(record)), file=out, flush=True)
+                continue
+            if announce is not None:
+                announce(step, "start")
+            outcome.ran.append(step.name)
+            redone.append(step.record.parent)
+            if dry:
+                continue
+            log = logs / f"{step.name}.log"
+            paths = dict(step.inputs())
+            inputs = fingerprints(paths, step.recursive)  # what the stage starts from, not what they became meanwhile
+            start, cpu_start = time.monotonic(), cpu_time()
+            try:
+                details = step.work(log)
+            except BaseException:
+                print(f"[{i:2d}/{len(steps)}] {step.name:15s} FAILED after {time.monotonic() - start:.0f} s; "
+                      f"log: {log}", file=out, flush=True)
+                raise
+            seconds, cpu = round(time.monotonic() - start, 1), round(cpu_time() - cpu_start, 1)
+            outcome.seconds[step.name], outcome.cpu_seconds[step.name] = seconds, cpu
+            record = {"stage": step.name, "settings": dict(step.settings), **details}
+            write_record(step.record, step.name, step.settings, inputs, paths, seconds=seconds, cpu_seconds=cpu,
+                         **details)
+            record = read_record(step.record) or record
+            outcome.records[step.name] = record
+            if step.done is not None:
+                step.done(record, False)
+            print(progress_line(i, len(steps), step.name, seconds, cpu, step.brief(record)), file=out, flush=True)
     return outcome
 
 
@@ -313,56 +360,3 @@ def _found_after_wait(step: Step, fresh: bool, hint: str) -> dict[str, Any] | No
     if record is None or mismatch(record, step.settings, step.input_fingerprints, step.inputs()) is not None:
         return None
     return record
-
-
-def _one_step(i: int, n: int, step: Step, held: contextlib.ExitStack, outcome: Outcome,
-              redone: list[Path], *, logs: Path, hint: str, out: TextIO, dry: bool,
-              announce: Callable[[Step, str], None] | None) -> None:
-    """One turn of :func:`run_steps`' loop; the stage's lock, when taken, is held by ``held`` until the turn ends."""
-    record = None
-    fresh = _reads_new(step, redone, bool(outcome.ran))
-    if not step.always and not fresh:
-        record, _ = step.check(hint)
-    if record is None and not dry:  # to be run: by this process alone (another may be running it now)
-        waited = held.enter_context(exclusive(lock_path(logs, step.record), f"stage {step.name}",
-                                              lambda line: print(line, file=out, flush=True)))
-        # another process may have finished it between the check above and the lock (then no wait was needed)
-        if not step.always and (waited or (not fresh and step.record.exists())):
-            record = _found_after_wait(step, fresh, hint)
-    if record is not None:
-        outcome.skipped.append(step.name)
-        outcome.records[step.name] = record
-        outcome.seconds[step.name] = float(record.get("seconds") or 0.0)
-        outcome.cpu_seconds[step.name] = float(record.get("cpu_seconds") or 0.0)
-        if step.done is not None:
-            step.done(record, True)
-        if announce is not None:
-            announce(step, "skip")
-        else:
-            print(progress_line(i, n, step.name, None, brief=step.brief(record)), file=out, flush=True)
-        return
-    if announce is not None:
-        announce(step, "start")
-    outcome.ran.append(step.name)
-    redone.append(step.record.parent)
-    if dry:
-        return
-    log = logs / f"{step.name}.log"
-    paths = dict(step.inputs())
-    inputs = fingerprints(paths, step.recursive)  # what the stage starts from, not what they became meanwhile
-    start, cpu_start = time.monotonic(), cpu_time()
-    try:
-        details = step.work(log)
-    except BaseException:
-        print(f"[{i:2d}/{n}] {step.name:15s} FAILED after {time.monotonic() - start:.0f} s; log: {log}",
-              file=out, flush=True)
-        raise
-    seconds, cpu = round(time.monotonic() - start, 1), round(cpu_time() - cpu_start, 1)
-    outcome.seconds[step.name], outcome.cpu_seconds[step.name] = seconds, cpu
-    record = {"stage": step.name, "settings": dict(step.settings), **details}
-    write_record(step.record, step.name, step.settings, inputs, paths, seconds=seconds, cpu_seconds=cpu, **details)
-    record = read_record(step.record) or record
-    outcome.records[step.name] = record
-    if step.done is not None:
-        step.done(record, False)
-    print(progress_line(i, n, step.name, seconds, cpu, step.brief(record)), file=out, flush=True)
