@@ -45,6 +45,10 @@ def test_two_cells_started_together_share_their_stages_and_each_trains_its_own(t
     skipped = {w: {line.split()[2].rstrip(":") for line in outs[w].splitlines() if line.startswith("# skip ")}
                for w in outs}
     assert sum(stage in skipped[w] for w in outs for stage in SHARED) == len(SHARED)  # each skipped by one cell
+    for w, other in (("0.0", "0.5"), ("0.5", "0.0")):  # each cell's own stages log apart (they ran side by side)
+        for stage in ("online", "eval_synthetic"):
+            log = (run_dir / "logs" / f"online_trl_grpo_thinkj_qwen_w_str{w}" / f"{stage}.log").read_text()
+            assert log.count("\n$ ") == 1 and f"w_str={w}" in log and f"w_str={other}" not in log, (w, stage)
     for w in outs:
         online = run_dir / "train" / f"online_trl_grpo_thinkj_qwen_w_str{w}"
         assert json.loads((online / "thinkj_online_done.json").read_text())["steps"] == 1

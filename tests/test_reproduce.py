@@ -109,6 +109,26 @@ def test_env_overrides_change_the_commands(tmp_path):
     assert "iteration=3" in argv["eval_rewardbench"]
 
 
+def test_an_online_runs_own_stages_log_into_its_folder(tmp_path):
+    """Two cells of a weight sweep on one RUN_DIR: their online run, merge and its evaluations log apart (they run side
+    by side); every stage they share keeps one log, <stage>.log."""
+    from thinkj.pipeline.plan import plan
+    from thinkj.pipeline.settings import env_settings
+
+    logs = {w: {st.name: st.log for st in plan(env_settings({"RUN_DIR": str(tmp_path), "W_STR": w}))}
+            for w in ("", "0.5")}
+    own = ["online", "merge", "eval_rewardbench", "eval_rmbench", "eval_autoj"]
+    assert logs[""]["online"] == "online_grpo_thinkj_qwen/online.log"
+    assert all(logs["0.5"][name] == f"online_grpo_thinkj_qwen_w_str0.5/{name}.log" for name in own)
+    assert all(logs[""][name] == logs["0.5"][name] == f"{name}.log" for name in logs[""] if name not in own)
+    offline = plan(env_settings({"RUN_DIR": str(tmp_path), "LEARNING": "offline"}))
+    assert all(st.log == f"{st.name}.log" for st in offline)  # one offline folder: nothing runs side by side
+    both = {st.name: st.log for st in plan(env_settings({"RUN_DIR": str(tmp_path), "LEARNING": "both",
+                                                           "EVAL_ROWS": "base init online"}))}
+    assert both["eval_online_rewardbench"] == "online_grpo_thinkj_qwen/eval_online_rewardbench.log"
+    assert both["eval_init_rewardbench"] == "eval_init_rewardbench.log" and both["compare"] == "compare.log"
+
+
 def test_finished_stages_are_skipped(tmp_path):
     from thinkj.pipeline.plan import plan
     from thinkj.pipeline.run import write_record

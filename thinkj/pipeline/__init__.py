@@ -26,7 +26,8 @@ checks.py and settings.py):
     stage_runner.py  the loop: a stage is done only by its completion record <stage folder>/<stage>.done.json
                      (settings, the sha256 of every local input, command, counts), written last by temp file +
                      rename; a record made with other settings or on changed input stops the run naming the
-                     difference; logs in <RUN_DIR>/logs/<stage>.log
+                     difference; logs in <RUN_DIR>/logs/<stage>.log (an online run's own stages:
+                     <RUN_DIR>/logs/<online folder>/<stage>.log)
 
 The reward preset, algorithm and weight overrides name the online run's folder (``W_STR=0.0`` is a new run beside
 the default one). ``SEED`` reaches every seeded stage and sits in their records; unset, each stage keeps its own

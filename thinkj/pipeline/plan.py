@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
+from dataclasses import replace
 from pathlib import Path
 
 from thinkj.errors import ThinkJError
@@ -26,7 +27,13 @@ from thinkj.pipeline.checks import (
     decontaminate_against,
 )
 from thinkj.pipeline.evaluate import eval_benchmark, eval_stages
-from thinkj.pipeline.learn import OFFLINE_BRANCH, check_learning_settings, check_verl_layout, learning_stages
+from thinkj.pipeline.learn import (
+    OFFLINE_BRANCH,
+    check_learning_settings,
+    check_verl_layout,
+    learning_stages,
+    online_folder,
+)
 from thinkj.pipeline.settings import WEIGHT_SETTINGS
 from thinkj.pipeline.stage import Stage, Where, hf_args, opt
 
@@ -268,4 +275,16 @@ def plan(s: dict[str, str]) -> list[Stage]:
     tables = run / "tables"
     stages.append(Stage("tables", ["thinkj", "tables", *s["TABLES"].split(), "--results", str(run / "eval"),
                                    "--out", str(tables)], tables / f"table{s['TABLES'].split()[-1]}.md"))
-    return _with_settings(stages, s)
+    return _online_cell(_with_settings(stages, s), s)
+
+
+def _online_cell(stages: list[Stage], s: Mapping[str, str]) -> list[Stage]:
+    """Mark the stages of this run's online run (those whose record, or the model they judge, lies in its folder,
+    which its settings name): runs that share a RUN_DIR and differ in those settings run them side by side, so
+    their logs go to a folder of their own (:attr:`Stage.log`)."""
+    if s["LEARNING"] == "offline":
+        return stages
+    online = Path(s["RUN_DIR"]) / "train" / online_folder(s)
+    return [replace(st, cell=online.name)
+            if any(p.is_relative_to(online) for p in (st.record, st.inputs.get("model", st.record))) else st
+            for st in stages]

@@ -111,7 +111,7 @@ def _step(stage: Stage, in_process: bool = False) -> stage_runner.Step:
         return _details(stage)
 
     return stage_runner.Step(stage.name, stage.record, stage.settings, work, inputs=lambda: stage.inputs,
-                             recursive=("source",), always=stage.name in ALWAYS_RUN,
+                             recursive=("source",), always=stage.name in ALWAYS_RUN, log=stage.log,
                              brief=lambda record: " ".join(f"{k}={v}" for k, v in (record.get("counts") or {}).items()))
 
 
@@ -160,20 +160,25 @@ def _run_stages(s: dict[str, str], out) -> list[str]:
             print(stage.line, file=out, flush=True)
 
     logs = Path(s["RUN_DIR"]) / "logs"
-    in_process = s["IN_PROCESS"] == "1"
-    outcome = stage_runner.run_steps([_step(stage, in_process) for stage in stages],
-                                     hint=REDO_HINT, logs=logs, out=out, dry=dry, announce=announce)
+    steps = [_step(stage, in_process=s["IN_PROCESS"] == "1") for stage in stages]
+    compared: list[dict] = []  # read while the compare stage holds its lock: a cell beside this one may rewrite it
+    for step, stage in zip(steps, stages, strict=True):
+        if stage.name == "compare":
+            step.done = lambda record, skipped, path=stage.output: compared.append(
+                json.loads(path.read_text(encoding="utf-8")))
+    outcome = stage_runner.run_steps(steps, hint=REDO_HINT, logs=logs, out=out, dry=dry, announce=announce)
     if not dry:  # every stage's wall and CPU seconds (a skipped one's as recorded)
         times = stage_runner.timings_record(outcome.seconds, outcome.cpu_seconds, ran=outcome.ran,
                                             skipped=outcome.skipped)
         write_json(logs / "stage_times.json", times)
-        compared = [st.output for st in stages if st.name == "compare" and st.output.is_file()]
         if compared:  # the rows' table on the terminal (the stage's own output went to its log)
             from thinkj.evaluation.row_compare import print_results
 
-            print_results(json.loads(compared[0].read_text(encoding="utf-8")))
+            print_results(compared[-1])
+        cells = sorted({stage.cell for stage in stages if stage.cell})
         print(f"\nstage time {times['total_seconds']:.0f} s wall, {times['total_cpu_seconds']:.0f} s CPU; stage "
-              f"logs: {logs}/<stage>.log", file=out, flush=True)
+              f"logs: {logs}/<stage>.log" + "".join(f", the online run's: {logs}/{c}/<stage>.log" for c in cells),
+              file=out, flush=True)
     return outcome.ran
 
 

@@ -20,6 +20,13 @@ class Stage:
     output: Path          # what the stage makes (checked to exist before its completion record is written)
     settings: dict[str, str] = field(default_factory=dict)  # what the output depends on (this stage and earlier)
     inputs: dict[str, Path] = field(default_factory=dict)  # role -> local file or folder it reads (content in its record)
+    cell: str = ""        # the settings-named online run it belongs to (its folder's name; "" = shared by every run)
+
+    @property
+    def log(self) -> str:
+        """Its log under ``<RUN_DIR>/logs``: ``<stage>.log``, or ``<cell>/<stage>.log`` for a stage of one online run,
+        so that runs sharing a RUN_DIR (a sweep's cells) keep their online stages' output apart."""
+        return f"{self.cell}/{self.name}.log" if self.cell else f"{self.name}.log"
 
     @property
     def line(self) -> str:

@@ -11,8 +11,8 @@ A record that does not match stops the run in one line naming the setting or the
 would hand later stages another experiment's output, and running the stage again would overwrite that experiment.
 A record that cannot be read, or is not a JSON object with its settings, is not a completion record.
 After a stage that runs, a later stage runs too when it reads what a stage that ran made (or declares no inputs);
-the others are still checked against their records. Each stage's output goes to
-``<logs>/<stage>.log``; the terminal gets one progress line per stage (``[ i/n] name  wall s (cpu s)  brief``).
+the others are still checked against their records. Each stage's output goes to ``<logs>/<stage>.log`` (or the log
+its step names); the terminal gets one progress line per stage (``[ i/n] name  wall s (cpu s)  brief``).
 
 One writer per stage: runs that share a RUN_DIR (a recipe sweep's cells, a Slurm array, a run started twice) each
 take a stage's lock (:func:`lock_path`, keyed on its completion record, under ``<logs>/locks/``) before running it.
@@ -256,6 +256,7 @@ class Step:
     always: bool = False               # runs every time: its record is written (it finished) but never consulted
     done: Callable[[dict[str, Any], bool], None] | None = None  # gets its record, made or found (skipped: True)
     brief: Callable[[dict[str, Any]], str] = lambda record: ""  # a few words for its progress line, from its record
+    log: str = ""                      # its log's path under the logs folder ("": <name>.log)
 
     def input_fingerprints(self) -> dict[str, str | None]:
         return fingerprints(self.inputs(), self.recursive)
@@ -327,7 +328,7 @@ def run_steps(steps: Sequence[Step], *, logs: Path, hint: str = "", out: TextIO 
             redone.append(step.record.parent)
             if dry:
                 continue
-            log = logs / f"{step.name}.log"
+            log = logs / (step.log or f"{step.name}.log")
             paths = dict(step.inputs())
             inputs = fingerprints(paths, step.recursive)  # what the stage starts from, not what they became meanwhile
             start, cpu_start = time.monotonic(), cpu_time()
