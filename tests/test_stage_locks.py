@@ -10,6 +10,8 @@ from __future__ import annotations
 import errno
 import fcntl
 import io
+import os
+import signal
 import subprocess
 import sys
 import time
@@ -21,10 +23,10 @@ from thinkj import locks
 from thinkj.pipeline import stage_runner
 
 # One or two stages: "a" writes a/a.txt through its own temporary name (as the real stages do) after sleeping, and
-# notes in ran.txt that it ran; "b" (when asked) reads a/a.txt and writes <folder>/b.txt. argv: RUN WHO SECONDS
-# [B_FOLDER].
+# notes in ran.txt that it ran (with FAIL_A set, it fails instead after sleeping); "b" (when asked) reads a/a.txt and
+# writes <folder>/b.txt. argv: RUN WHO SECONDS [B_FOLDER].
 LOOP = """
-import pathlib, sys, time
+import os, pathlib, sys, time
 from thinkj.pipeline import stage_runner
 
 run, who, seconds = pathlib.Path(sys.argv[1]), sys.argv[2], float(sys.argv[3])
@@ -41,6 +43,8 @@ def make_a(log):
     tmp = out.with_name("a.txt.tmp")
     tmp.write_text("made once\\n")
     time.sleep(seconds)
+    if os.environ.get("FAIL_A"):
+        raise RuntimeError(os.environ["FAIL_A"])
     tmp.rename(out)
     return {}
 
@@ -63,9 +67,10 @@ print("RAN", " ".join(outcome.ran) or "-", "SKIPPED", " ".join(outcome.skipped) 
 """
 
 
-def _start(run: Path, who: str, seconds: float, *extra: str) -> subprocess.Popen:
+def _start(run: Path, who: str, seconds: float, *extra: str, fail: str = "") -> subprocess.Popen:
+    env = {k: v for k, v in os.environ.items() if k != "FAIL_A"} | ({"FAIL_A": fail} if fail else {})
     return subprocess.Popen([sys.executable, "-c", LOOP, str(run), who, str(seconds), *extra],
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
 
 
 def _wait_for(path: Path, text: str, proc: subprocess.Popen, seconds: float = 60.0) -> None:
@@ -99,6 +104,46 @@ def test_a_stage_another_process_is_running_is_waited_for_and_skipped(tmp_path):
     assert len(waiting) == 1, second_out
     assert waiting[0].startswith("stage a: another process (pid ") and f"pid {first.pid} on " in waiting[0]
     assert str(run / "logs" / "locks") in waiting[0]
+
+
+def _wait_until_waiting(run: Path, proc: subprocess.Popen) -> None:
+    """Until ``proc`` has said it waits for stage a's lock (its first line)."""
+    line = proc.stdout.readline()
+    assert "waiting for it to finish" in line, line + proc.stdout.read()
+
+
+def test_a_stage_that_failed_in_the_holder_is_not_run_again_by_the_process_that_waited(tmp_path):
+    """Every cell waiting for a shared stage would otherwise run it again after the holder failed, one after the
+    other, each failing the same way. The waiter stops naming the holder's error and log; the next run retries."""
+    run = tmp_path / "run"
+    first = _start(run, "first", 2.0, fail="CUDA out of memory")
+    _wait_for(run / "ran.txt", "first a", first)
+    second = _start(run, "second", 0.0)
+    _wait_until_waiting(run, second)
+    first_out, _ = first.communicate(timeout=120)
+    second_out, _ = second.communicate(timeout=120)
+    assert first.returncode != 0 and "CUDA out of memory" in first_out
+    assert second.returncode != 0 and (run / "ran.txt").read_text() == "first a\n"  # not run again by the waiter
+    said = second_out.strip().splitlines()
+    assert "a               FAILED in the process this run waited for" in second_out
+    assert f"stage a failed in the process this run waited for (pid {first.pid} on " in said[-1]
+    assert "CUDA out of memory" in said[-1] and f"its log: {run / 'logs' / 'a.log'}" in said[-1]
+    again = _start(run, "again", 0.0)  # the command run again: it tries the stage, and the note goes
+    assert "RAN a SKIPPED -" in _finish(again) and (run / "ran.txt").read_text() == "first a\nagain a\n"
+    assert not list((run / "logs" / "locks").glob("*.failed.json"))
+
+
+def test_a_stage_whose_holder_was_killed_is_run_by_the_process_that_waited(tmp_path):
+    """A kill leaves no failure note (only an exception does): the waiter runs the stage itself."""
+    run = tmp_path / "run"
+    first = _start(run, "first", 30.0)
+    _wait_for(run / "ran.txt", "first a", first)
+    second = _start(run, "second", 0.0)
+    _wait_until_waiting(run, second)
+    first.send_signal(signal.SIGKILL)
+    first.wait(timeout=60)
+    assert "RAN a SKIPPED -" in _finish(second)
+    assert (run / "ran.txt").read_text() == "first a\nsecond a\n" and (run / "a" / "a.txt").is_file()
 
 
 def test_stages_with_their_own_records_run_side_by_side(tmp_path):

@@ -78,6 +78,19 @@ def test_a_failed_command_is_named_with_its_log_and_leaves_no_record(tmp_path, m
         pipeline.run_pipeline(env_settings({"RUN_DIR": str(run)}), out=out)
     assert out.getvalue().splitlines()[-1].startswith("[ 1/1] a               FAILED after ")
     assert not list(run.rglob("*.done.json"))
+    note = json.loads(next((run / "logs" / "locks").glob("a-*.failed.json")).read_text())  # for a waiting process
+    assert note["pid"] == os.getpid() and note["log"] == str(run / "logs" / "a.log") and "(exit 3)" in note["error"]
+
+
+@pytest.mark.parametrize("code", ["import os, signal; os.kill(os.getpid(), signal.SIGTERM)", "raise SystemExit(130)"])
+def test_a_command_stopped_by_a_signal_leaves_no_failure_note(tmp_path, monkeypatch, code):
+    """A Slurm time limit (SIGTERM) or a Ctrl-C that the command caught (exit 130) stops the stage; a process waiting
+    for it runs it then, rather than stopping as after a failure."""
+    run = tmp_path / "run"
+    monkeypatch.setattr(pipeline, "plan", lambda s: [Stage("a", ["python", "-c", code], run / "a" / "a.txt")])
+    with pytest.raises(pipeline.StageStopped, match="stage a failed \\(exit (-15|130)\\)"):
+        pipeline.run_pipeline(env_settings({"RUN_DIR": str(run)}), out=io.StringIO())
+    assert (run / "logs" / "locks").is_dir() and not list((run / "logs" / "locks").glob("*.failed.json"))
 
 
 def test_in_process_runs_the_console_script_the_pipeline_names_by_path(tmp_path, capfd):

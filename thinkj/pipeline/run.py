@@ -32,6 +32,10 @@ class StageFailed(ThinkJError):
     """A stage's command failed; the message names the stage and its log."""
 
 
+class StageStopped(StageFailed, stage_runner.StageStopped):
+    """A stage's command was stopped by SIGINT or SIGTERM: a process waiting for the stage runs it (no failure note)."""
+
+
 def merge_verl(checkpoints: Path, out: Path) -> None:
     """Merge verl's newest actor checkpoint (``latest_checkpointed_iteration.txt``) into an HF model folder."""
     marker = checkpoints / "latest_checkpointed_iteration.txt"
@@ -105,7 +109,8 @@ def _step(stage: Stage, in_process: bool = False) -> stage_runner.Step:
         command = [_program(stage.argv[0]), *stage.argv[1:]]  # the same program in process or as a child
         status = (stage_runner.run_in_process if in_process else stage_runner.run_logged)(command, log)
         if status != 0:
-            raise StageFailed(f"stage {stage.name} failed (exit {status}); its log: {log}")
+            failure = StageStopped if status in stage_runner.STOP_STATUSES else StageFailed
+            raise failure(f"stage {stage.name} failed (exit {status}); its log: {log}")
         if not stage.output.exists():
             raise StageFailed(f"stage {stage.name} exited 0 but did not write {stage.output}; its log: {log}")
         return _details(stage)

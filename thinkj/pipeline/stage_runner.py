@@ -17,7 +17,10 @@ its step names); the terminal gets one progress line per stage (``[ i/n] name  w
 One writer per stage: runs that share a RUN_DIR (a recipe sweep's cells, a Slurm array, a run started twice) each
 take a stage's lock (:func:`lock_path`, keyed on its completion record, under ``<logs>/locks/``) before running it.
 The one that finds it held waits, then reads the record the holder made and skips the stage when it matches, with
-the usual checks; stages with records of their own (each cell's online folder) run side by side.
+the usual checks; stages with records of their own (each cell's online folder) run side by side. A holder whose stage
+fails notes it beside the lock (:func:`failure_note`); a process that waited for it stops naming that failure instead
+of running the stage again (every waiting cell would fail the same way, one after the other). The next run of the
+command tries the stage again; a holder that was killed leaves no note, and the waiter runs the stage.
 """
 
 from __future__ import annotations
@@ -27,6 +30,7 @@ import hashlib
 import json
 import os
 import shlex
+import socket
 import subprocess
 import sys
 import time
@@ -51,6 +55,49 @@ def lock_path(logs: Path, record: Path) -> Path:
     key = (target.relative_to(base) if target.is_relative_to(base) else target).as_posix()
     stage = record.name.removesuffix(RECORD_SUFFIX)
     return logs / "locks" / f"{stage}-{hashlib.sha256(key.encode()).hexdigest()[:12]}.lock"
+
+
+def failure_note(lock: Path) -> Path:
+    """Where a stage's lock holder notes that the stage failed (pid, host, when, the error, its log), beside the lock:
+    removed when a process starts the stage, read by a process that waited for the lock."""
+    return lock.with_name(lock.name.removesuffix(".lock") + ".failed.json")
+
+
+class FailedWhileWaiting(ThinkJError):
+    """The stage failed in the process this one waited for: not run again here."""
+
+
+class StageStopped(ThinkJError):
+    """A stage's command was stopped by an interrupt or a termination signal (Ctrl-C, a Slurm time limit): not a
+    failure that a process waiting for the stage would repeat, so no failure note is left for it."""
+
+
+# exit statuses of a command stopped by SIGINT or SIGTERM: killed by it (negative), or a shell's / Python's 128 + n
+STOP_STATUSES = frozenset({-2, -15, 130, 143})
+
+
+def _note_failure(note: Path, error: BaseException, log: Path) -> None:
+    """Note the stage's failure for the processes waiting for its lock; best effort (a full disk loses the note, and
+    a waiter then runs the stage, as before)."""
+    detail = str(error).strip().splitlines()
+    with contextlib.suppress(OSError, ThinkJError):
+        write_json(note, {"pid": os.getpid(), "host": socket.gethostname(), "failed": time.strftime("%Y-%m-%d %H:%M:%S"),
+                          "error": detail[0] if detail else type(error).__name__, "log": str(log)})
+
+
+def _failed_meanwhile(step: Step, note: Path) -> FailedWhileWaiting | None:
+    """The error to stop with when the holder this process waited for left a failure note for the stage."""
+    try:
+        seen = json.loads(note.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None  # no note (the holder was killed, or succeeded and another failed nothing): run it
+    if not isinstance(seen, dict):
+        return None
+    error, log = str(seen.get("error")), str(seen.get("log"))
+    return FailedWhileWaiting(
+        f"stage {step.name} failed in the process this run waited for (pid {seen.get('pid')} on {seen.get('host')} at "
+        f"{seen.get('failed')}): {error}{'' if log in error else f'; its log: {log}'}. Not run again here (it would "
+        "likely fail the same way); mend the cause and run the command again to retry it")
 
 
 def is_record(name: str) -> bool:
@@ -304,12 +351,19 @@ def run_steps(steps: Sequence[Step], *, logs: Path, hint: str = "", out: TextIO 
             fresh = _reads_new(step, redone, bool(outcome.ran))
             if not step.always and not fresh:
                 record, _ = step.check(hint)
+            lock = lock_path(logs, step.record)
+            note = failure_note(lock)
             if record is None and not dry:  # to be run: by this process alone (another may be running it now)
-                waited = held.enter_context(exclusive(lock_path(logs, step.record), f"stage {step.name}",
-                                                      lambda line: print(line, file=out, flush=True)))
+                waited = held.enter_context(
+                    exclusive(lock, f"stage {step.name}", lambda line: print(line, file=out, flush=True)))
                 # another process may have finished it between the check above and the lock (then no wait was needed)
                 if not step.always and (waited or (not fresh and step.record.exists())):
                     record = _found_after_wait(step, fresh, hint)
+                failed = _failed_meanwhile(step, note) if record is None and waited else None
+                if failed is not None:
+                    print(f"[{i:2d}/{len(steps)}] {step.name:15s} FAILED in the process this run waited for",
+                          file=out, flush=True)
+                    raise failed
             if record is not None:
                 outcome.skipped.append(step.name)
                 outcome.records[step.name] = record
@@ -331,12 +385,16 @@ def run_steps(steps: Sequence[Step], *, logs: Path, hint: str = "", out: TextIO 
             log = logs / (step.log or f"{step.name}.log")
             paths = dict(step.inputs())
             inputs = fingerprints(paths, step.recursive)  # what the stage starts from, not what they became meanwhile
+            with contextlib.suppress(OSError):
+                note.unlink(missing_ok=True)  # an earlier run's failure: this one tries again
             start, cpu_start = time.monotonic(), cpu_time()
             try:
                 details = step.work(log)
-            except BaseException:
+            except BaseException as error:
                 print(f"[{i:2d}/{len(steps)}] {step.name:15s} FAILED after {time.monotonic() - start:.0f} s; "
                       f"log: {log}", file=out, flush=True)
+                if isinstance(error, Exception) and not isinstance(error, StageStopped):  # a waiter runs a stopped one
+                    _note_failure(note, error, log)
                 raise
             seconds, cpu = round(time.monotonic() - start, 1), round(cpu_time() - cpu_start, 1)
             outcome.seconds[step.name], outcome.cpu_seconds[step.name] = seconds, cpu
