@@ -60,6 +60,47 @@ def test_a_sweep_started_twice_runs_each_run_once_and_keeps_every_state_entry(tm
     assert len(state["runs"]) == 3 and all(r["status"] == "done" for r in state["runs"].values()), state
 
 
+FAILING = """
+import pathlib, sys, time
+sweep, run, w = sys.argv[1:4]
+with open(sweep + "/ran.txt", "a") as handle:
+    handle.write(w + "\\n")
+time.sleep(2.0)
+if pathlib.Path(sweep, "fail").exists():
+    sys.exit("CUDA out of memory")
+pathlib.Path(run).mkdir(parents=True, exist_ok=True)
+(pathlib.Path(run) / "r.results.json").write_text('{"benchmark": "synthetic", "unit": "percent", '
+                                                  '"metrics": {"accuracy": 50.0}, "tags": {}}')
+"""
+
+
+def test_a_run_that_failed_in_the_sweep_it_waited_for_is_not_run_again(tmp_path):
+    """The second sweep waits for the run the first is running; that run fails, and the second reports it failed
+    rather than running it again (each sweep waiting for it would repeat the failure). A later sweep retries it."""
+    (tmp_path / "step.py").write_text(FAILING)
+    spec, sweep_dir = tmp_path / "spec.yaml", tmp_path / "sweep"
+    spec.write_text(json.dumps({"name": "fails", "grid": {"w": [1]},
+                                "steps": [f"{sys.executable} {tmp_path / 'step.py'} {{sweep_dir}} {{run_dir}} {{w}}"],
+                                "results": "{run_dir}/r.results.json"}))
+    sweep_dir.mkdir()
+    (sweep_dir / "fail").touch()
+    first = _sweep(spec, sweep_dir)
+    deadline = time.monotonic() + 60
+    while not (sweep_dir / "ran.txt").exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    second = _sweep(spec, sweep_dir)
+    outs = [proc.communicate(timeout=240)[0] for proc in (first, second)]
+    assert first.returncode != 0 and second.returncode != 0, outs
+    assert "waiting for it to finish" in outs[1] and "in the sweep process this one waited for" in outs[1], outs[1]
+    assert "step 1 exited 1" in outs[1]  # the holder's error, named by the waiter
+    assert (sweep_dir / "ran.txt").read_text().split() == ["1"]  # run once: the waiter did not repeat it
+    (sweep_dir / "fail").unlink()
+    again = _sweep(spec, sweep_dir)
+    out = again.communicate(timeout=240)[0]
+    assert again.returncode == 0 and (sweep_dir / "ran.txt").read_text().split() == ["1", "1"], out
+    assert [r["status"] for r in json.loads((sweep_dir / "state.json").read_text())["runs"].values()] == ["done"]
+
+
 def test_sweeps_of_disjoint_runs_side_by_side_keep_each_others_state(tmp_path):
     """Slurm array tasks, one run each (`--only`): both run at once, and state.json ends with both runs done."""
     spec, sweep_dir = _spec(tmp_path), tmp_path / "sweep"

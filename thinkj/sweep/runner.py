@@ -326,8 +326,9 @@ def _one_run(run: Run, launcher: str, state: SweepState | None, step_fn: Callabl
         return
     # one process launches a run at a time: another sweep on this folder waits, then finds the run done (or, with
     # Ray, its job already submitted: the job id is in the state it reads again)
+    before = dict(state.fresh(run))  # what another process does to the run while this one waits shows against it
     with exclusive(state.path.parent / "locks" / f"{run.name}.lock", f"run {run.name}",
-                   lambda line: print(f"# {line}", file=out, flush=True)):
+                   lambda line: print(f"# {line}", file=out, flush=True)) as waited:
         # read again under the lock: another process may have run it while this one waited, or just before
         if is_done(run):
             summary["skipped"].append(run.name)
@@ -335,10 +336,17 @@ def _one_run(run: Run, launcher: str, state: SweepState | None, step_fn: Callabl
             state.fresh(run)["status"] = "done"
             state.save()
             return
+        entry = state.fresh(run)
+        if waited and entry["status"] == "failed" and entry != before:
+            # it failed in the process this one waited for: each waiting sweep would repeat that failure
+            summary["failed"].append(run.name)
+            print(f"# FAILED {run.name} in the sweep process this one waited for: {entry.get('error')}; not run "
+                  "again here (run the sweep again to retry it)", file=out, flush=True)
+            return
         if launcher == "ray":
-            _ray_run(run, state.fresh(run), state, summary, out, ray_address, wait)
+            _ray_run(run, entry, state, summary, out, ray_address, wait)
         else:
-            _run_steps(run, state.fresh(run), state, step_fn, summary, out)
+            _run_steps(run, entry, state, step_fn, summary, out)
 
 
 def _run_steps(run: Run, entry: dict[str, Any], state: SweepState, step_fn: Callable[[str, Path], int],
