@@ -19,7 +19,7 @@ import fcntl
 import os
 import socket
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager, suppress
 from pathlib import Path
 
@@ -80,3 +80,55 @@ def exclusive(lock_path: str | os.PathLike, what: str, log: Callable[[str], obje
             yield waited
         finally:
             fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+@contextmanager
+def one_of(lock_paths: Sequence[str | os.PathLike], what: str, log: Callable[[str], object] = print,
+           poll: float = 5.0) -> Iterator[Path]:
+    """Hold one of the locks ``lock_paths`` for the block (so at most that many blocks run at once): the first free
+    one; when every one is held, say once who holds them and try again every ``poll`` seconds. Yields the lock held.
+    A filesystem without ``flock`` is said once, as in :func:`exclusive`, and the block runs unlocked."""
+    paths = [Path(p) for p in lock_paths]
+    handles = []
+    try:
+        for path in paths:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            handles.append(path.open("a+b", buffering=0))
+    except OSError as err:
+        for handle in handles:
+            handle.close()
+        failure = write_error(err, paths[len(handles)], kept="nothing was started")
+        if failure is not None:
+            raise failure from None
+        raise
+    said = False
+    try:
+        while True:
+            for path, handle in zip(paths, handles, strict=True):
+                try:
+                    fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                except BlockingIOError:
+                    continue
+                except OSError as err:
+                    if err.errno not in _NO_LOCKS:
+                        raise
+                    if path.parent not in _UNLOCKED_WARNED:
+                        _UNLOCKED_WARNED.add(path.parent)
+                        log(f"{what}: cannot lock {path} ({os.strerror(err.errno)}); going on without waiting for "
+                            "a turn")
+                    yield path
+                    return
+                _claim(handle)
+                try:
+                    yield path
+                finally:
+                    fcntl.flock(handle, fcntl.LOCK_UN)
+                return
+            if not said:
+                holders = "; ".join(_holder(handle) for handle in handles)
+                log(f"{what}: all {len(paths)} turn(s) are taken ({holders}); waiting for one ...")
+                said = True
+            time.sleep(poll)
+    finally:
+        for handle in handles:
+            handle.close()

@@ -5,7 +5,16 @@
 verl's trainer places one worker per GPU over ``trainer.nnodes`` x ``trainer.n_gpus_per_node``. Asked for more than
 the cluster holds, it does not fail: it waits for Ray to find resources that never come. :func:`check_cluster`
 reads the cluster at the given address (``ray.nodes()``, ``ray.available_resources()``) and refuses in one line
-when it holds fewer live nodes with that many GPUs than asked, or when other jobs hold the GPUs.
+when it holds fewer live nodes with that many GPUs than asked.
+
+Runs that share a cluster take turns (:func:`turn`): a sweep's cells submitted together reach their verl stage at
+once on a cluster that fits fewer of them. A launch holds one of ``total GPUs // GPUs per run`` turns (a lock file
+per turn, on this machine: where ``ray job submit`` runs every job's driver, the head node; the turns count the runs
+that fit side by side, a run taking ``gpus_per_node`` GPUs on each of ``nnodes`` nodes) while verl runs, and
+waits for one when all are taken; holding one, it waits up to ``THINKJ_GPU_WAIT`` seconds for the GPUs to be free
+(a finished run's workers release them a few seconds after it exits; another user's job may hold them), then
+refuses naming what holds them. Two launches never start into GPUs that only one of them can have, where verl would
+wait for ever.
 
 The job's code must import on every node (the reward ``pkg://thinkj.rewards.adapters.verl`` and the hooks
 ``thinkj.online.verl_hooks`` run inside Ray workers there): :func:`runtime_env_overrides` hands verl's
@@ -17,7 +26,13 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import sys
+import tempfile
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
 
 from thinkj.errors import ThinkJError, exit_on_user_error
 from thinkj.paths import PROJECT_ROOT
@@ -28,6 +43,8 @@ from thinkj.paths import PROJECT_ROOT
 WORKING_DIR_EXCLUDES = ("/.venv/", "/.cache/", "/runs/", "/data/", "/.git/", "*.parquet", "*.safetensors")
 # Set by Ray's job manager in a job's driver (`ray job submit`): the job's runtime env, working_dir included.
 JOB_CONFIG_VAR = "RAY_JOB_CONFIG_JSON_ENV_VAR"
+# How long a launch that holds its turn waits for the cluster's GPUs to be free before refusing (seconds).
+GPU_WAIT_VAR, GPU_WAIT_DEFAULT = "THINKJ_GPU_WAIT", 600.0
 
 
 class ClusterTooSmall(ThinkJError):
@@ -56,9 +73,9 @@ def read_cluster(address: str) -> tuple[list[dict], dict[str, float]]:
     return nodes, free
 
 
-def check_cluster(address: str, nnodes: int, gpus_per_node: int) -> str:
+def check_cluster(address: str, nnodes: int, gpus_per_node: int, *, free_now: bool = True) -> str:
     """Refuse (:class:`ClusterTooSmall`, one line) a cluster with fewer than ``nnodes`` live nodes of at least
-    ``gpus_per_node`` GPUs each, or with fewer free GPUs than the run takes; else a one-line summary."""
+    ``gpus_per_node`` GPUs each, or (``free_now``) with fewer free GPUs than the run takes; else a one-line summary."""
     nodes, free = read_cluster(address)
     gpus = sorted((int(node.get("Resources", {}).get("GPU", 0)) for node in nodes), reverse=True)
     listed = ", ".join(f"{node.get('NodeManagerAddress', '?')}: {int(node.get('Resources', {}).get('GPU', 0))} GPU"
@@ -69,20 +86,80 @@ def check_cluster(address: str, nnodes: int, gpus_per_node: int) -> str:
         raise ClusterTooSmall(f"the Ray cluster at {address} has {fitting} live node(s) with {gpus_per_node} or more "
                               f"GPUs (nodes: {listed}) and the run asks for {asked}: start the missing node(s) "
                               "(scripts/ray_cluster.sh worker) or lower NNODES / GPUS_PER_NODE")
-    if free.get("GPU", 0) < nnodes * gpus_per_node:
+    if free_now and free.get("GPU", 0) < nnodes * gpus_per_node:
         raise ClusterTooSmall(f"the Ray cluster at {address} has {free.get('GPU', 0):g} free GPU(s) of {sum(gpus)} "
                               f"and the run asks for {asked}: other jobs hold the rest (`ray status --address "
                               f"{address}`)")
-    return f"Ray cluster at {address}: {len(nodes)} live node(s) ({listed}); the run takes {asked}"
+    return (f"Ray cluster at {address}: {len(nodes)} live node(s) ({listed}); the run takes {asked}"
+            + ("" if free_now else f", {free.get('GPU', 0):g} GPU(s) free now"))
+
+
+def gpu_wait() -> float:
+    """``THINKJ_GPU_WAIT``: seconds a launch holding its turn waits for free GPUs (checked here, once)."""
+    raw = os.environ.get(GPU_WAIT_VAR, "")
+    try:
+        seconds = float(raw) if raw else GPU_WAIT_DEFAULT
+    except ValueError:
+        seconds = -1.0
+    if not 0 <= seconds < float("inf"):
+        raise ThinkJError(f"{GPU_WAIT_VAR}={raw!r}: seconds to wait for free GPUs, a number >= 0")
+    return seconds
+
+
+def runs_side_by_side(node_gpus: list[int], nnodes: int, gpus_per_node: int) -> int:
+    """How many runs of ``nnodes`` x ``gpus_per_node`` the nodes hold at once (at least 1: a cluster too small for one
+    was refused before): a run takes ``gpus_per_node`` GPUs on each of ``nnodes`` nodes."""
+    return max(1, sum(gpus // gpus_per_node for gpus in node_gpus) // nnodes)
+
+
+def turn_locks(address: str, turns: int) -> list[Path]:
+    """The lock files of the cluster's ``turns`` turns, in this user's temporary folder on this machine."""
+    folder = Path(tempfile.gettempdir()) / f"thinkj-{os.getuid()}" / "ray-turns" / re.sub(r"[^\w.-]", "_", address)
+    return [folder / f"turn{i}.lock" for i in range(turns)]
+
+
+@contextmanager
+def turn(nnodes: int, gpus_per_node: int, log: Callable[[str], object] = print, poll: float = 10.0) -> Iterator[None]:
+    """The block (a verl run) holds one of the Ray cluster's turns and starts when the GPUs it takes are free; see
+    the module's docstring. Without ``RAY_ADDRESS`` (verl starts its own Ray here) it runs at once."""
+    from thinkj.locks import one_of
+
+    address = cluster_address()
+    if not address:
+        yield
+        return
+    wait = gpu_wait()
+    nodes, _ = read_cluster(address)
+    need = nnodes * gpus_per_node
+    turns = runs_side_by_side([int(node.get("Resources", {}).get("GPU", 0)) for node in nodes], nnodes, gpus_per_node)
+    with one_of(turn_locks(address, turns), f"verl run on the Ray cluster at {address}", log, poll):
+        deadline, said = time.monotonic() + wait, False
+        while True:
+            nodes, free = read_cluster(address)
+            if free.get("GPU", 0) >= need:
+                break
+            total = sum(int(node.get("Resources", {}).get("GPU", 0)) for node in nodes)
+            if time.monotonic() >= deadline:
+                raise ClusterTooSmall(f"the Ray cluster at {address} still has {free.get('GPU', 0):g} free GPU(s) "
+                                      f"of {total} after {wait:g} s and the run takes {need}: other jobs hold the "
+                                      f"rest (`ray status --address {address}`; {GPU_WAIT_VAR} sets the wait)")
+            if not said:
+                log(f"the Ray cluster at {address} has {free.get('GPU', 0):g} free GPU(s) of {total} and the run "
+                    f"takes {need}: waiting up to {wait:g} s for other jobs to free them ...")
+                said = True
+            time.sleep(min(poll, max(0.0, deadline - time.monotonic())))
+        yield
 
 
 def preflight(nnodes: int, gpus_per_node: int, device: str) -> str:
     """What a verl launch of ``nnodes`` x ``gpus_per_node`` checks first: with ``RAY_ADDRESS``, that cluster's nodes
-    (:func:`check_cluster`); without, one node is this machine, and several GPU nodes are refused (verl would start a
-    one-node Ray of its own and wait for the others for ever). Returns a one-line summary."""
+    (:func:`check_cluster`; GPUs other jobs hold now are waited for by :func:`turn`); without, one node is this
+    machine, and several GPU nodes are refused (verl would start a one-node Ray of its own and wait for the others
+    for ever). Returns a one-line summary."""
     address = cluster_address()
     if address:
-        return check_cluster(address, nnodes, gpus_per_node)
+        gpu_wait()  # a bad THINKJ_GPU_WAIT now, not when the online stage starts
+        return check_cluster(address, nnodes, gpus_per_node, free_now=False)
     if nnodes > 1 and device == "gpu":
         raise ThinkJError(f"{nnodes} nodes (NNODES / --nnodes): verl on several nodes joins a Ray cluster started "
                           "beforehand: start it (scripts/ray_cluster.sh head, then worker on every other node) and "

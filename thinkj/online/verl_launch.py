@@ -286,7 +286,8 @@ def run(spec: VerlLaunch, dry_run: bool = False) -> int:
     Path(spec.out_dir).mkdir(parents=True, exist_ok=True)
     write_json(Path(spec.out_dir) / LAUNCH_FILE, record)
     _say_gpu_choices(spec)
-    return subprocess.call(argv, env={**os.environ, **env})
+    with ray_cluster.turn(*world_shape(spec), log=lambda line: print(line, flush=True)):  # others' runs end first
+        return subprocess.call(argv, env={**os.environ, **env})
 
 
 def check_layout(spec: VerlLaunch, argv: list[str]) -> None:

@@ -1,0 +1,166 @@
+"""verl runs that share a Ray cluster take turns (:func:`thinkj.online.ray_cluster.turn`): a sweep's cells submitted
+together reach their online stage at once on a cluster with GPUs for one of them. Before, the second stopped in one
+line ("other jobs hold the rest"), or, when both read the cluster before either took the GPUs, both started and one
+verl waited for ever. Now the second waits for its turn, then for the GPUs to be free, then starts.
+
+A real Ray head on 127.0.0.1 declaring one GPU (``tests/ray_local.py``); each "run" is a process that takes its turn
+as the verl launcher does, then holds the GPU with a Ray actor for two seconds, as verl's workers would.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from thinkj.locks import one_of
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from ray_local import local_ray  # noqa: E402
+
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
+
+# argv: NAME NOTES SECONDS [turns]; "turns": take a turn first (the launcher's way), else hold the GPU at once (a job
+# of another user). Notes "<name> start <t>" and "<name> end <t>" around the GPU's holding.
+RUN = """
+import sys, time, ray
+from thinkj.online import ray_cluster
+
+name, notes, seconds = sys.argv[1], sys.argv[2], float(sys.argv[3])
+
+def hold():
+    ray.init(log_to_driver=False, logging_level="ERROR", configure_logging=False)
+
+    @ray.remote(num_gpus=1)
+    class Worker:
+        def ping(self):
+            return 1
+
+    worker = Worker.remote()
+    ray.get(worker.ping.remote())  # placed: the GPU is held
+    with open(notes, "a") as handle:
+        handle.write(f"{name} start {time.time()}\\n")
+    time.sleep(seconds)
+    with open(notes, "a") as handle:
+        handle.write(f"{name} end {time.time()}\\n")
+    ray.shutdown()
+
+if sys.argv[4:] == ["turns"]:
+    with ray_cluster.turn(1, 1, poll=0.5):
+        hold()
+else:
+    hold()
+"""
+
+
+def _run(cluster, tmp_path: Path, name: str, seconds: float, turns: bool = True, **env: str) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, "-c", RUN, name, str(tmp_path / "notes.txt"), str(seconds),
+                             *(["turns"] if turns else [])],
+                            env={**cluster.env, "RAY_ADDRESS": cluster.gcs, "TMPDIR": str(tmp_path), **env},
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+
+
+def _notes(tmp_path: Path) -> dict[str, float]:
+    path = tmp_path / "notes.txt"
+    lines = path.read_text().split("\n") if path.exists() else []
+    return {f"{n} {e}": float(t) for n, e, t in (line.split() for line in lines if line)}
+
+
+def _wait_note(tmp_path: Path, note: str, proc: subprocess.Popen, seconds: float = 90.0) -> None:
+    end = time.monotonic() + seconds
+    while note not in _notes(tmp_path):
+        if proc.poll() is not None:
+            raise AssertionError(f"exited {proc.returncode} before {note!r}: {proc.stdout.read()}")
+        assert time.monotonic() < end, f"no {note!r} after {seconds} s"
+        time.sleep(0.1)
+
+
+def _finish(proc: subprocess.Popen) -> tuple[int, str]:
+    out, _ = proc.communicate(timeout=120)
+    return proc.returncode, out
+
+
+def test_runs_on_a_cluster_that_fits_one_take_turns_and_another_job_is_waited_for_then_refused(tmp_path):
+    with local_ray(workers=0, gpus=1) as cluster:
+        # two launches at once: the second waits for its turn and starts after the first has ended
+        first = _run(cluster, tmp_path, "first", 2.0)
+        _wait_note(tmp_path, "first start", first)
+        second = _run(cluster, tmp_path, "second", 0.5)
+        (code1, out1), (code2, out2) = _finish(first), _finish(second)
+        assert code1 == 0 and code2 == 0, out1 + out2
+        notes = _notes(tmp_path)
+        assert notes["second start"] >= notes["first end"], notes
+        assert f"all 1 turn(s) are taken (another process (pid {first.pid} on " in out2, out2
+
+        # a job that takes no turn (another user's) holds the GPU: a launch waits for it, then starts
+        (tmp_path / "notes.txt").unlink()
+        other = _run(cluster, tmp_path, "other", 3.0, turns=False)
+        _wait_note(tmp_path, "other start", other)
+        waiter = _run(cluster, tmp_path, "waiter", 0.1, THINKJ_GPU_WAIT="60")
+        (code_o, out_o), (code_w, out_w) = _finish(other), _finish(waiter)
+        assert code_o == 0 and code_w == 0, out_o + out_w
+        assert "has 0 free GPU(s) of 1 and the run takes 1: waiting up to 60 s" in out_w, out_w
+        assert _notes(tmp_path)["waiter start"] >= _notes(tmp_path)["other end"]
+
+        # ... and refuses in one line when the GPUs stay held past THINKJ_GPU_WAIT
+        (tmp_path / "notes.txt").unlink()
+        other = _run(cluster, tmp_path, "other", 20.0, turns=False)
+        _wait_note(tmp_path, "other start", other)
+        started = time.monotonic()
+        refused = _run(cluster, tmp_path, "refused", 0.1, THINKJ_GPU_WAIT="2")
+        code_r, out_r = _finish(refused)
+        other.kill()
+        other.wait(timeout=60)
+        assert code_r != 0 and "refused start" not in _notes(tmp_path)
+        assert "still has 0 free GPU(s) of 1 after 2 s and the run takes 1: other jobs hold the rest" in out_r, out_r
+        assert time.monotonic() - started < 60
+
+
+def test_the_turns_count_the_runs_the_nodes_hold_side_by_side():
+    from thinkj.online.ray_cluster import runs_side_by_side
+
+    assert runs_side_by_side([8, 8], 2, 8) == 1  # the paper's 2 x 8: one run at a time
+    assert runs_side_by_side([8, 8, 8, 8], 2, 8) == 2
+    assert runs_side_by_side([8, 4, 4], 1, 8) == 1  # 16 GPUs, but only one node holds a run's 8
+    assert runs_side_by_side([8, 8], 1, 4) == 4
+
+
+@pytest.mark.parametrize("value", ["soon", "-1", "inf", "nan"])
+def test_a_bad_gpu_wait_is_refused_before_any_cluster_is_read(monkeypatch, value):
+    from thinkj.errors import ThinkJError
+    from thinkj.online.ray_cluster import preflight
+
+    monkeypatch.setenv("RAY_ADDRESS", "127.0.0.1:1")  # nothing listens there: the setting is refused first
+    monkeypatch.setenv("THINKJ_GPU_WAIT", value)
+    with pytest.raises(ThinkJError, match=f"^THINKJ_GPU_WAIT='{value}': seconds to wait for free GPUs"):
+        preflight(2, 8, "gpu")
+
+
+HOLD_ONE_OF = """
+import sys, time
+from thinkj.locks import one_of
+with one_of(sys.argv[2:], "run", poll=0.2) as held:
+    print("held", held, flush=True)
+    time.sleep(float(sys.argv[1]))
+"""
+
+
+def test_one_of_n_turns_lets_n_run_at_once_and_the_next_waits(tmp_path):
+    paths = [str(tmp_path / f"turn{i}.lock") for i in range(2)]
+    holders = [subprocess.Popen([sys.executable, "-c", HOLD_ONE_OF, "2.0", *paths], stdout=subprocess.PIPE, text=True)
+               for _ in range(2)]
+    held = sorted(proc.stdout.readline().split()[1] for proc in holders)
+    assert held == paths  # both ran at once, each in its own turn
+    said: list[str] = []
+    start = time.monotonic()
+    with one_of(paths, "third", said.append, poll=0.1) as mine:
+        waited = time.monotonic() - start
+    assert mine in [Path(p) for p in paths] and waited > 0.5
+    assert len(said) == 1 and said[0].startswith("third: all 2 turn(s) are taken (another process (pid ")
+    for proc in holders:
+        proc.wait(timeout=60)
+    assert os.path.getsize(paths[0]) > 0  # each holder wrote who it is
