@@ -45,19 +45,35 @@ def _claim(handle) -> None:
                      .encode())
 
 
+def _open(path: Path):
+    """The lock file, created if missing; a full disk or a read-only folder is one WriteError naming it."""
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        return path.open("a+b", buffering=0)  # unbuffered: nothing left to flush (and fail) when it closes
+    except OSError as err:  # before anything ran
+        failure = write_error(err, path, kept="nothing was started")
+        if failure is not None:
+            raise failure from None
+        raise
+
+
+def _unlockable(err: OSError, path: Path, what: str, log: Callable[[str], object], advice: str) -> None:
+    """A flock that failed otherwise than by being held: re-raised, unless the filesystem takes no flock at all; that
+    is said once per lock folder, and the caller goes on unlocked."""
+    if err.errno not in _NO_LOCKS:
+        raise err
+    if path.parent not in _UNLOCKED_WARNED:
+        _UNLOCKED_WARNED.add(path.parent)
+        log(f"{what}: cannot lock {path} ({os.strerror(err.errno)}: a filesystem without flock, e.g. Lustre "
+            f"mounted without -o flock); going on without locks there: {advice}")
+
+
 @contextmanager
 def exclusive(lock_path: str | os.PathLike, what: str, log: Callable[[str], object] = print) -> Iterator[bool]:
     """Hold the lock ``lock_path`` (created if missing) for the block, which gets whether it had to wait for another
     holder (then says once whom it waits for). Unlockable filesystems: see the module's docstring."""
     path = Path(lock_path)
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        handle = path.open("a+b", buffering=0)  # unbuffered: nothing left to flush (and fail) when it closes
-    except OSError as err:  # a full disk, a read-only folder: one line naming the lock, before anything ran
-        failure = write_error(err, path, kept="nothing was started")
-        if failure is not None:
-            raise failure from None
-        raise
+    handle = _open(path)
     with handle:
         waited = False
         try:
@@ -67,12 +83,7 @@ def exclusive(lock_path: str | os.PathLike, what: str, log: Callable[[str], obje
             fcntl.flock(handle, fcntl.LOCK_EX)
             waited = True
         except OSError as err:
-            if err.errno not in _NO_LOCKS:
-                raise
-            if path.parent not in _UNLOCKED_WARNED:
-                _UNLOCKED_WARNED.add(path.parent)
-                log(f"{what}: cannot lock {path} ({os.strerror(err.errno)}: a filesystem without flock, e.g. Lustre "
-                    "mounted without -o flock); going on without locks there: do not start two runs on it at once")
+            _unlockable(err, path, what, log, "do not start two runs on it at once")
             yield False
             return
         _claim(handle)
@@ -90,19 +101,10 @@ def one_of(lock_paths: Sequence[str | os.PathLike], what: str, log: Callable[[st
     A filesystem without ``flock`` is said once, as in :func:`exclusive`, and the block runs unlocked."""
     paths = [Path(p) for p in lock_paths]
     handles = []
-    try:
-        for path in paths:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            handles.append(path.open("a+b", buffering=0))
-    except OSError as err:
-        for handle in handles:
-            handle.close()
-        failure = write_error(err, paths[len(handles)], kept="nothing was started")
-        if failure is not None:
-            raise failure from None
-        raise
     said = False
     try:
+        for path in paths:
+            handles.append(_open(path))
         while True:
             for path, handle in zip(paths, handles, strict=True):
                 try:
@@ -110,12 +112,7 @@ def one_of(lock_paths: Sequence[str | os.PathLike], what: str, log: Callable[[st
                 except BlockingIOError:
                     continue
                 except OSError as err:
-                    if err.errno not in _NO_LOCKS:
-                        raise
-                    if path.parent not in _UNLOCKED_WARNED:
-                        _UNLOCKED_WARNED.add(path.parent)
-                        log(f"{what}: cannot lock {path} ({os.strerror(err.errno)}); going on without waiting for "
-                            "a turn")
+                    _unlockable(err, path, what, log, "turns are not kept")
                     yield path
                     return
                 _claim(handle)

@@ -10,10 +10,10 @@ when it holds fewer live nodes with that many GPUs than asked.
 Runs that share a cluster take turns (:func:`turn`): a sweep's cells submitted together reach their verl stage at
 once on a cluster that fits fewer of them. A launch holds one of as many turns as the nodes fit runs side by side
 (:func:`runs_side_by_side`; a lock file per turn on this machine, where ``ray job submit`` runs every job's driver:
-the head node) while verl runs, and waits for one when all are taken; holding one, it waits up to ``THINKJ_GPU_WAIT`` seconds for the GPUs to be free
-(a finished run's workers release them a few seconds after it exits; another user's job may hold them), then
-refuses naming what holds them. Two launches never start into GPUs that only one of them can have, where verl would
-wait for ever.
+the head node) while verl runs, and waits for one when all are taken; holding one, it waits up to
+``THINKJ_GPU_WAIT`` seconds for the GPUs to be free (a finished run's workers release them a few seconds after it
+exits; another user's job may hold them), then refuses naming what holds them. Two launches never start into GPUs
+that only one of them can have, where verl would wait for ever.
 
 The job's code must import on every node (the reward ``pkg://thinkj.rewards.adapters.verl`` and the hooks
 ``thinkj.online.verl_hooks`` run inside Ray workers there): :func:`runtime_env_overrides` hands verl's
