@@ -90,7 +90,7 @@ def _failed_meanwhile(step: Step, note: Path) -> FailedWhileWaiting | None:
     try:
         seen = json.loads(note.read_text(encoding="utf-8"))
     except (OSError, ValueError):
-        return None  # no note (the holder was killed, or succeeded and another failed nothing): run it
+        return None  # no note: the holder was killed or stopped, so this process runs the stage
     if not isinstance(seen, dict):
         return None
     error, log = str(seen.get("error")), str(seen.get("log"))
