@@ -69,6 +69,16 @@ def _unlockable(err: OSError, path: Path, what: str, log: Callable[[str], object
 
 
 @contextmanager
+def _holding(handle) -> Iterator[None]:
+    """The block runs holding the lock just taken on ``handle``: this process written into it, released after."""
+    _claim(handle)
+    try:
+        yield
+    finally:
+        fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+@contextmanager
 def exclusive(lock_path: str | os.PathLike, what: str, log: Callable[[str], object] = print) -> Iterator[bool]:
     """Hold the lock ``lock_path`` (created if missing) for the block, which gets whether it had to wait for another
     holder (then says once whom it waits for). Unlockable filesystems: see the module's docstring."""
@@ -86,11 +96,8 @@ def exclusive(lock_path: str | os.PathLike, what: str, log: Callable[[str], obje
             _unlockable(err, path, what, log, "do not start two runs on it at once")
             yield False
             return
-        _claim(handle)
-        try:
+        with _holding(handle):
             yield waited
-        finally:
-            fcntl.flock(handle, fcntl.LOCK_UN)
 
 
 @contextmanager
@@ -115,11 +122,8 @@ def one_of(lock_paths: Sequence[str | os.PathLike], what: str, log: Callable[[st
                     _unlockable(err, path, what, log, "turns are not kept")
                     yield path
                     return
-                _claim(handle)
-                try:
+                with _holding(handle):
                     yield path
-                finally:
-                    fcntl.flock(handle, fcntl.LOCK_UN)
                 return
             if not said:
                 holders = "; ".join(_holder(handle) for handle in handles)
