@@ -10,6 +10,7 @@ as the verl launcher does, then holds the GPU with a Ray actor for two seconds, 
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 import time
@@ -103,7 +104,8 @@ def test_runs_on_a_cluster_that_fits_one_take_turns_and_another_job_is_waited_fo
         waiter = _run(cluster, tmp_path, "waiter", 0.1, THINKJ_GPU_WAIT="60")
         (code_o, out_o), (code_w, out_w) = _finish(other), _finish(waiter)
         assert code_o == 0 and code_w == 0, out_o + out_w
-        assert "has 0 free GPU(s) of 1 and the run takes 1: waiting up to 60 s" in out_w, out_w
+        assert re.search(r"has 0 free GPU\(s\) of 1 \([\d.]+: 0 free of 1 GPU\) and the run takes 1 on each of 1 "
+                         r"node\(s\): waiting up to 60 s", out_w), out_w
         assert _notes(tmp_path)["waiter start"] >= _notes(tmp_path)["other end"]
 
         # ... and refuses in one line when the GPUs stay held past THINKJ_GPU_WAIT
@@ -116,8 +118,60 @@ def test_runs_on_a_cluster_that_fits_one_take_turns_and_another_job_is_waited_fo
         other.kill()
         other.wait(timeout=60)
         assert code_r != 0 and "refused start" not in _notes(tmp_path)
-        assert "still has 0 free GPU(s) of 1 after 2 s and the run takes 1: other jobs hold the rest" in out_r, out_r
+        assert re.search(r"has 0 free GPU\(s\) of 1 \([\d.]+: 0 free of 1 GPU\) and the run takes 1 on each of 1 "
+                         r"node\(s\), still after 2 s: other jobs hold the rest", out_r), out_r
         assert time.monotonic() - started < 60
+
+
+# argv: NAME NOTES SECONDS STRATEGY [turns]: hold 2 GPUs for SECONDS as one placement group of two 1-GPU bundles,
+# STRICT_PACK (one node, as verl places a node's workers) or STRICT_SPREAD (one GPU on each of two nodes).
+HOLD_TWO = """
+import sys, time, ray
+from ray.util.placement_group import placement_group
+from thinkj.online import ray_cluster
+
+name, notes, seconds, strategy = sys.argv[1], sys.argv[2], float(sys.argv[3]), sys.argv[4]
+
+def hold():
+    ray.init(log_to_driver=False, logging_level="ERROR", configure_logging=False)
+    group = placement_group([{"GPU": 1}, {"GPU": 1}], strategy=strategy)
+    ray.get(group.ready(), timeout=60)
+    with open(notes, "a") as handle:
+        handle.write(f"{name} start {time.time()}\\n")
+    time.sleep(seconds)
+    with open(notes, "a") as handle:
+        handle.write(f"{name} end {time.time()}\\n")
+    ray.shutdown()
+
+if sys.argv[5:] == ["turns"]:
+    with ray_cluster.turn(1, 2, poll=0.5):
+        hold()
+else:
+    hold()
+"""
+
+
+def test_free_gpus_are_counted_per_node_so_a_run_waits_while_they_are_split_across_nodes(tmp_path):
+    """Two nodes of 2 GPUs; another job holds one on each. 2 GPUs are free in total, but a run of 1 node x 2 GPUs fits
+    on neither node: it waits (counting the total, it started at once, and verl would have waited for ever)."""
+    with local_ray(workers=1, gpus=2) as cluster:
+        env = {**cluster.env, "RAY_ADDRESS": cluster.gcs, "TMPDIR": str(tmp_path)}
+        notes = str(tmp_path / "notes.txt")
+        other = subprocess.Popen([sys.executable, "-c", HOLD_TWO, "other", notes, "10", "STRICT_SPREAD"], env=env,
+                                 stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        _wait_note(tmp_path, "other start", other)
+        checked = subprocess.run([sys.executable, "-m", "thinkj.online.ray_cluster", "--address", cluster.gcs,
+                                  "--nnodes", "1", "--gpus-per-node", "2"], env=env, capture_output=True, text=True,
+                                 timeout=120)  # the check a user runs by hand refuses the same way
+        assert checked.returncode == 2 and "other jobs hold the rest" in checked.stderr, checked.stdout + checked.stderr
+        run = subprocess.Popen([sys.executable, "-c", HOLD_TWO, "run", notes, "0.1", "STRICT_PACK", "turns"],
+                               env={**env, "THINKJ_GPU_WAIT": "120"}, stdout=subprocess.PIPE,
+                               stderr=subprocess.STDOUT, text=True)
+        (code_o, out_o), (code_r, out_r) = _finish(other), _finish(run)
+        assert code_o == 0 and code_r == 0, out_o + out_r
+        assert _notes(tmp_path)["run start"] >= _notes(tmp_path)["other end"], out_r
+        assert re.search(r"has 2 free GPU\(s\) of 4 \([\d.]+: 1 free of 2 GPU, [\d.]+: 1 free of 2 GPU\) and the "
+                         r"run takes 2 on each of 1 node\(s\): waiting up to 120 s", out_r), out_r
 
 
 def test_the_turns_count_the_runs_the_nodes_hold_side_by_side():

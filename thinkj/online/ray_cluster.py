@@ -4,16 +4,17 @@
 
 verl's trainer places one worker per GPU over ``trainer.nnodes`` x ``trainer.n_gpus_per_node``. Asked for more than
 the cluster holds, it does not fail: it waits for Ray to find resources that never come. :func:`check_cluster`
-reads the cluster at the given address (``ray.nodes()``, ``ray.available_resources()``) and refuses in one line
-when it holds fewer live nodes with that many GPUs than asked.
+reads the cluster at the given address (``ray.nodes()`` and each node's free resources) and refuses in one
+line when it holds fewer live nodes with that many GPUs than asked.
 
 Runs that share a cluster take turns (:func:`turn`): a sweep's cells submitted together reach their verl stage at
 once on a cluster that fits fewer of them. A launch holds one of as many turns as the nodes fit runs side by side
 (:func:`runs_side_by_side`; a lock file per turn on this machine, where ``ray job submit`` runs every job's driver:
 the head node) while verl runs, and waits for one when all are taken; holding one, it waits up to
 ``THINKJ_GPU_WAIT`` seconds for the GPUs to be free (a finished run's workers release them a few seconds after it
-exits; another user's job may hold them), then refuses naming what holds them. Two launches never start into GPUs
-that only one of them can have, where verl would wait for ever.
+exits; another user's job may hold them), then refuses naming what holds them. Free means ``gpus_per_node`` free on
+each of ``nnodes`` nodes: verl's own check counts free GPUs in total, and a run that needs 8 on one node, on a cluster
+with 4 + 4 free, passes it and waits for ever. Two launches never start into GPUs that only one of them can have.
 
 The job's code must import on every node (the reward ``pkg://thinkj.rewards.adapters.verl`` and the hooks
 ``thinkj.online.verl_hooks`` run inside Ray workers there): :func:`runtime_env_overrides` hands verl's
@@ -31,6 +32,7 @@ import tempfile
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 
 from thinkj.errors import ThinkJError, exit_on_user_error
@@ -55,9 +57,20 @@ def cluster_address() -> str | None:
     return os.environ.get("RAY_ADDRESS") or None
 
 
-def read_cluster(address: str) -> tuple[list[dict], dict[str, float]]:
-    """The live nodes (``NodeManagerAddress``, ``Resources``) and the free resources of the cluster at ``address``."""
+@dataclass(frozen=True)
+class Node:
+    """A live node of the cluster: its address, the GPUs it declares and those no job holds now."""
+
+    address: str
+    gpus: int
+    free: float
+
+
+def read_cluster(address: str) -> list[Node]:
+    """The live nodes of the cluster at ``address``, each with its GPUs and its free GPUs (read per node, as verl's
+    own resource check reads them: a run needs ``gpus_per_node`` free on each of its nodes, not in total)."""
     import ray
+    from ray._private.state import available_resources_per_node  # verl reads it too (RayResourcePool's check)
 
     try:
         ray.init(address=address, log_to_driver=False, logging_level="ERROR", configure_logging=False)
@@ -65,32 +78,47 @@ def read_cluster(address: str) -> tuple[list[dict], dict[str, float]]:
         raise ThinkJError(f"RAY_ADDRESS={address}: no Ray cluster answers there ({' '.join(str(err).split())[:200]}); "
                           "start one with scripts/ray_cluster.sh head (and worker on the other nodes)") from None
     try:
-        nodes = [node for node in ray.nodes() if node.get("Alive")]
-        free = dict(ray.available_resources())
+        live = [node for node in ray.nodes() if node.get("Alive")]
+        free = available_resources_per_node()  # node id (hex) -> resources with any left; a GPU-less entry: none
     finally:
         ray.shutdown()
-    return nodes, free
+    return [Node(node.get("NodeManagerAddress", "?"), int(node.get("Resources", {}).get("GPU", 0)),
+                 float(free.get(node.get("NodeID"), {}).get("GPU", 0))) for node in live]
+
+
+def _slots(gpus: list[float], gpus_per_node: int) -> int:
+    """How many run-nodes of ``gpus_per_node`` GPUs these nodes hold at once (a node may hold several)."""
+    return sum(int(count) // gpus_per_node for count in gpus)
+
+
+def _listed(nodes: list[Node], free: bool = False) -> str:
+    return ", ".join(f"{node.address}: {f'{node.free:g} free of ' if free else ''}{node.gpus} GPU"
+                     for node in nodes) or "none"
+
+
+def _held(address: str, nodes: list[Node], nnodes: int, gpus_per_node: int) -> str:
+    """Why a run of ``nnodes`` x ``gpus_per_node`` cannot start now: the free GPUs, in total and per node."""
+    return (f"the Ray cluster at {address} has {sum(node.free for node in nodes):g} free GPU(s) of "
+            f"{sum(node.gpus for node in nodes)} ({_listed(nodes, free=True)}) and the run takes {gpus_per_node} on "
+            f"each of {nnodes} node(s)")
 
 
 def check_cluster(address: str, nnodes: int, gpus_per_node: int, *, free_now: bool = True) -> str:
     """Refuse (:class:`ClusterTooSmall`, one line) a cluster with fewer than ``nnodes`` live nodes of at least
-    ``gpus_per_node`` GPUs each, or (``free_now``) with fewer free GPUs than the run takes; else a one-line summary."""
-    nodes, free = read_cluster(address)
-    gpus = sorted((int(node.get("Resources", {}).get("GPU", 0)) for node in nodes), reverse=True)
-    listed = ", ".join(f"{node.get('NodeManagerAddress', '?')}: {int(node.get('Resources', {}).get('GPU', 0))} GPU"
-                       for node in nodes) or "none"
-    fitting = sum(count >= gpus_per_node for count in gpus)
+    ``gpus_per_node`` GPUs each, or (``free_now``) whose nodes have fewer than ``gpus_per_node`` free GPUs on
+    ``nnodes`` of them; else a one-line summary."""
+    nodes = read_cluster(address)
+    fitting = sum(node.gpus >= gpus_per_node for node in nodes)
     asked = f"{nnodes} node(s) x {gpus_per_node} GPU(s)"
     if fitting < nnodes:
         raise ClusterTooSmall(f"the Ray cluster at {address} has {fitting} live node(s) with {gpus_per_node} or more "
-                              f"GPUs (nodes: {listed}) and the run asks for {asked}: start the missing node(s) "
-                              "(scripts/ray_cluster.sh worker) or lower NNODES / GPUS_PER_NODE")
-    if free_now and free.get("GPU", 0) < nnodes * gpus_per_node:
-        raise ClusterTooSmall(f"the Ray cluster at {address} has {free.get('GPU', 0):g} free GPU(s) of {sum(gpus)} "
-                              f"and the run asks for {asked}: other jobs hold the rest (`ray status --address "
-                              f"{address}`)")
-    return (f"Ray cluster at {address}: {len(nodes)} live node(s) ({listed}); the run takes {asked}"
-            + ("" if free_now else f", {free.get('GPU', 0):g} GPU(s) free now"))
+                              f"GPUs (nodes: {_listed(nodes)}) and the run asks for {asked}: start the missing "
+                              "node(s) (scripts/ray_cluster.sh worker) or lower NNODES / GPUS_PER_NODE")
+    if free_now and _slots([node.free for node in nodes], gpus_per_node) < nnodes:
+        raise ClusterTooSmall(f"{_held(address, nodes, nnodes, gpus_per_node)}: other jobs hold the rest (`ray "
+                              f"status --address {address}`)")
+    return (f"Ray cluster at {address}: {len(nodes)} live node(s) ({_listed(nodes)}); the run takes {asked}"
+            + ("" if free_now else f", {sum(node.free for node in nodes):g} GPU(s) free now"))
 
 
 def gpu_wait() -> float:
@@ -108,7 +136,7 @@ def gpu_wait() -> float:
 def runs_side_by_side(node_gpus: list[int], nnodes: int, gpus_per_node: int) -> int:
     """How many runs of ``nnodes`` x ``gpus_per_node`` the nodes hold at once (at least 1: a cluster too small for one
     was refused before): a run takes ``gpus_per_node`` GPUs on each of ``nnodes`` nodes."""
-    return max(1, sum(gpus // gpus_per_node for gpus in node_gpus) // nnodes)
+    return max(1, _slots(node_gpus, gpus_per_node) // nnodes)
 
 
 def turn_locks(address: str, turns: int) -> list[Path]:
@@ -128,23 +156,21 @@ def turn(nnodes: int, gpus_per_node: int, log: Callable[[str], object] = print, 
         yield
         return
     wait = gpu_wait()
-    nodes, _ = read_cluster(address)
-    need = nnodes * gpus_per_node
-    turns = runs_side_by_side([int(node.get("Resources", {}).get("GPU", 0)) for node in nodes], nnodes, gpus_per_node)
+    nodes = read_cluster(address)
+    turns = runs_side_by_side([node.gpus for node in nodes], nnodes, gpus_per_node)
     with one_of(turn_locks(address, turns), f"verl run on the Ray cluster at {address}", log, poll):
         deadline, said = time.monotonic() + wait, False
         while True:
-            nodes, free = read_cluster(address)
-            if free.get("GPU", 0) >= need:
+            nodes = read_cluster(address)
+            if _slots([node.free for node in nodes], gpus_per_node) >= nnodes:
                 break
-            total = sum(int(node.get("Resources", {}).get("GPU", 0)) for node in nodes)
             if time.monotonic() >= deadline:
-                raise ClusterTooSmall(f"the Ray cluster at {address} still has {free.get('GPU', 0):g} free GPU(s) "
-                                      f"of {total} after {wait:g} s and the run takes {need}: other jobs hold the "
-                                      f"rest (`ray status --address {address}`; {GPU_WAIT_VAR} sets the wait)")
+                raise ClusterTooSmall(f"{_held(address, nodes, nnodes, gpus_per_node)}, still after {wait:g} s: "
+                                      f"other jobs hold the rest (`ray status --address {address}`; {GPU_WAIT_VAR} "
+                                      "sets the wait)")
             if not said:
-                log(f"the Ray cluster at {address} has {free.get('GPU', 0):g} free GPU(s) of {total} and the run "
-                    f"takes {need}: waiting up to {wait:g} s for other jobs to free them ...")
+                log(f"{_held(address, nodes, nnodes, gpus_per_node)}: waiting up to {wait:g} s for other jobs to "
+                    "free them ...")
                 said = True
             time.sleep(min(poll, max(0.0, deadline - time.monotonic())))
         yield
