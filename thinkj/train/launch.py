@@ -43,6 +43,7 @@ import yaml
 from thinkj.errors import StageIncomplete
 from thinkj.fingerprint import file_sha256
 from thinkj.folder_swap import promote, restore, staging_dir
+from thinkj.locks import exclusive
 from thinkj.records import write_json
 from thinkj.train.config import (
     ConfigError,
@@ -300,6 +301,13 @@ def _moved(config: dict[str, Any], src: Path, dst: Path) -> dict[str, Any]:
             for k, v in config.items()}
 
 
+def train_lock(plan: LaunchPlan) -> Path:
+    """The lock of the plan's output folder: ``<run_dir>/.locks/<name>.lock``, one per node of a multi-node stage
+    (every node runs this launch into the same folder, and each must start for the others' torchrun to meet)."""
+    node = f".node{plan.env.get('NODE_RANK', '0')}" if int(plan.env.get("LF_NNODES", "1")) > 1 else ""
+    return plan.output_dir.parent / ".locks" / f"{plan.output_dir.name}{node}.lock"
+
+
 def run_plan(plan: LaunchPlan, *, force: bool = False, dry_run: bool = False) -> Path:
     """Write the merged config, then train (in-process on CPU, torchrun on GPU). Returns output_dir.
 
@@ -308,7 +316,19 @@ def run_plan(plan: LaunchPlan, *, force: bool = False, dry_run: bool = False) ->
     config and inputs is kept; one with another config (or ``force``) stays in place until its successor has
     finished in ``<output_dir>.next`` (:mod:`thinkj.folder_swap`). Checkpoints of an interrupted run with another
     config are never resumed: they are removed when the new run starts.
+
+    One launch at a time trains into an output folder (:func:`train_lock`): a second, started while the first trains,
+    waits for it, then finds its finished run (kept when the config is the same) instead of training into the same
+    checkpoints. A dry run does not wait.
     """
+    if dry_run:
+        return _run_plan(plan, force=force, dry_run=True)
+    with exclusive(train_lock(plan), f"[thinkj train] {plan.output_dir}",
+                   lambda line: print(line, file=sys.stderr, flush=True)):
+        return _run_plan(plan, force=force, dry_run=False)
+
+
+def _run_plan(plan: LaunchPlan, *, force: bool, dry_run: bool) -> Path:
     out = plan.output_dir
     restore(out)
     if not force and finished_with(out, plan.config, plan.world_size):
