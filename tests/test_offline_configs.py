@@ -226,6 +226,16 @@ def test_pipeline_nnodes_is_not_the_llamafactory_node_count(tmp_path, monkeypatc
     monkeypatch.setenv("LF_NNODES", "two")
     with pytest.raises(ConfigError, match="LF_NNODES='two': must be a whole number"):
         plan_stage("sft", "judge_sft", profile="qwen2.5-7b-instruct", run_dir=tmp_path, device="gpu")
+    # each node says which it is: unset, every node would launch as node 0
+    monkeypatch.setenv("LF_NNODES", "2")
+    monkeypatch.setenv("MASTER_ADDR", "10.0.0.1")
+    for rank in ("", "2", "one"):
+        monkeypatch.setenv("NODE_RANK", rank)
+        with pytest.raises(ConfigError, match=f"LF_NNODES=2: NODE_RANK='{rank}' on this node: each node needs its own "
+                                              "number, 0 to 1"):
+            plan_stage("sft", "judge_sft", profile="qwen2.5-7b-instruct", run_dir=tmp_path, device="gpu")
+    monkeypatch.setenv("NODE_RANK", "1")
+    assert plan_stage("sft", "judge_sft", profile="qwen2.5-7b-instruct", run_dir=tmp_path, device="gpu").world_size == 16
 
 
 def test_stage_kind_must_match(tmp_path):

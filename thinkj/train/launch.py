@@ -105,6 +105,11 @@ def _lf_nodes() -> int:
     if int(value) > 1 and not os.environ.get("MASTER_ADDR"):
         raise ConfigError(f"LF_NNODES={value}: a multi-node LlamaFactory stage needs MASTER_ADDR (node 0's address; "
                           "torchrun would wait for nodes that never join): set MASTER_ADDR and NODE_RANK on every node")
+    rank = os.environ.get("NODE_RANK", "")
+    if int(value) > 1 and not (rank.isdigit() and int(rank) < int(value)):
+        # unset, every node would launch as node 0: two torchrun masters, and neither run starts
+        raise ConfigError(f"LF_NNODES={value}: NODE_RANK={rank!r} on this node: each node needs its own number, 0 to "
+                          f"{int(value) - 1} (0 on MASTER_ADDR's node)")
     return int(value)
 
 
