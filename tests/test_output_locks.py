@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -86,3 +87,66 @@ def test_a_second_eval_of_the_same_benchmark_into_the_same_folder_waits_then_gen
     reused = [text for text in outputs if "synthetic: 24 answers from the cache, 0 generated" in text]
     assert len(generated) == 1 and len(reused) == 1, "\n".join(outputs)  # before: both generated all 24
     assert f"holds {out / '.locks' / 'synthetic.lock'}; waiting for it to finish" in reused[0], reused[0]
+
+
+def test_a_second_trl_launch_into_the_same_out_waits_then_keeps_the_finished_run(tmp_path, tiny_model_dir):
+    """`thinkj train rl --engine trl` (and verl's launch, the same lock: ``thinkj.locks.output_lock``)."""
+    from thinkj.records import write_jsonl
+    from thinkj.synthetic.fruit_task import make_pairs
+
+    data = tmp_path / "pairs.jsonl"
+    write_jsonl(data, make_pairs(8, seed=4))
+    out = tmp_path / "rl"
+    runs = [subprocess.Popen([sys.executable, "-m", "thinkj.cli", "train", "rl", "--engine", "trl", "--model",
+                              str(tiny_model_dir), "--data", str(data), "--out", str(out), "--steps", "2",
+                              "--num-generations", "2", "--device", "cpu"],
+                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True) for _ in range(2)]
+    outputs = [proc.communicate(timeout=500)[0] for proc in runs]
+    assert [proc.returncode for proc in runs] == [0, 0], "\n".join(outputs)
+    trained = [text for text in outputs if "# TRL step: " in text]
+    assert len(trained) == 1, "\n".join(outputs)  # before: both trained into one folder's checkpoints
+    waited = next(text for text in outputs if text is not trained[0])
+    assert f"holds {tmp_path / '.locks' / 'rl.lock'}; waiting for it to finish" in waited, waited
+    assert (out / "model").is_dir()
+
+
+def test_a_verl_launch_takes_the_out_lock_before_it_reads_or_writes_out(tmp_path, tiny_model_dir, capsys):
+    """While another launch holds ``--out``, a verl launch waits before its resume check and its launch record (here
+    that check then refuses: the folder holds another launch's checkpoints), so no verl starts into it meanwhile."""
+    import threading
+
+    from thinkj.export.verl import write_verl_parquet
+    from thinkj.locks import exclusive, output_lock
+    from thinkj.online.verl_launch import LAUNCH_FILE, LaunchError, VerlLaunch, launch_record, run
+    from thinkj.records import write_json
+    from thinkj.synthetic.fruit_task import make_pairs
+
+    write_verl_parquet(tmp_path / "train.parquet", make_pairs(6, seed=3))
+
+    def spec(w_str: float) -> VerlLaunch:
+        return VerlLaunch(algo="grpo", model=str(tiny_model_dir), train_files=str(tmp_path / "train.parquet"),
+                          out_dir=str(tmp_path / "online"), device="cpu", weights={"w_str": w_str})
+
+    out = tmp_path / "online"
+    (out / "checkpoints" / "global_step_5" / "actor").mkdir(parents=True)
+    write_json(out / LAUNCH_FILE, launch_record(spec(0.2)))
+    raised: list[BaseException] = []
+
+    def launch() -> None:
+        try:
+            run(spec(0.0))
+        except BaseException as err:  # noqa: BLE001 - handed to the test's thread
+            raised.append(err)
+
+    said = ""
+    with exclusive(output_lock(out), "the first launch"):
+        waiter = threading.Thread(target=launch)
+        waiter.start()
+        while "waiting for it to finish" not in said and waiter.is_alive():
+            waiter.join(timeout=0.2)
+            said += capsys.readouterr().out
+        time.sleep(1.0)
+        assert waiter.is_alive() and not raised, raised  # held at the lock, its resume check not yet made
+    waiter.join(timeout=120)
+    assert f"holds {tmp_path / '.locks' / 'online.lock'}; waiting for it to finish" in said, said
+    assert len(raised) == 1 and isinstance(raised[0], LaunchError) and "another launch" in str(raised[0])

@@ -1,8 +1,9 @@
 """One writer at a time for a shared place: an advisory ``flock`` on a lock file.
 
 Used where two processes may fill the same place at once: two ``thinkj models fetch smollm2`` in two shells (or a
-demo and a test), and the pipeline's stages when several runs share a ``RUN_DIR`` (a recipe sweep's cells, a Slurm
-array, a run started twice; :func:`thinkj.pipeline.stage_runner.run_steps`). The second waits for the first, then
+demo and a test), the pipeline's stages when several runs share a ``RUN_DIR`` (a recipe sweep's cells, a Slurm
+array, a run started twice; :func:`thinkj.pipeline.stage_runner.run_steps`), and the standalone training and
+evaluation commands into one output folder (:func:`output_lock`). The second waits for the first, then
 finds its finished result instead of racing it through the same temporary names. The holder writes who it is (pid,
 host, since when) into the lock file, so the waiter can say whom it waits for. The kernel releases the lock when its
 holder exits, also on a kill, so a crashed holder never leaves a stale lock behind (on NFS the server does, once the
@@ -76,6 +77,13 @@ def _holding(handle) -> Iterator[None]:
         yield
     finally:
         fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+def output_lock(folder: str | os.PathLike, node: str = "") -> Path:
+    """The lock of a command's output folder, beside it (``<parent>/.locks/<name><node>.lock``), so that the folder's
+    own content, which later stages fingerprint, never holds it."""
+    folder = Path(folder)
+    return folder.parent / ".locks" / f"{folder.name}{node}.lock"
 
 
 @contextmanager

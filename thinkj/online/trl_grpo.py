@@ -36,6 +36,7 @@ from typing import Any
 from thinkj.errors import ThinkJError
 from thinkj.fingerprint import fingerprint
 from thinkj.folder_swap import promote, restore, staging_dir
+from thinkj.locks import exclusive, output_lock
 from thinkj.online.trl_batching import StepLayout, step_layout
 from thinkj.records import RecordError, load_pairs, write_json, write_jsonl
 from thinkj.rewards import get_preset
@@ -420,10 +421,10 @@ def run_trl_grpo(run: GRPORun, force: bool = False) -> dict[str, Any]:
     returned, not redone, unless ``force``. A finished run with other settings, or with ``force``, is replaced only
     when the new run has finished: the new one trains in ``<out_dir>.next`` (:mod:`thinkj.folder_swap`). An
     interrupted run resumes from its last checkpoint; checkpoints of an unfinished run with other settings are
-    never resumed.
+    never resumed. One launch at a time trains into ``out_dir`` (``<parent>/.locks/<name>.lock``): a second, started
+    meanwhile, waits, then finds the finished run.
     """
     out = Path(run.out_dir)
-    restore(out)
     if out.exists() and not out.is_dir():
         raise ThinkJError(f"{out}: --out is a file, expected a folder")
     check_weights_with_twins(run.preset, run.weights, run.twins)
@@ -454,80 +455,83 @@ def run_trl_grpo(run: GRPORun, force: bool = False) -> dict[str, Any]:
     settings = {"run": json.loads(json.dumps(described, default=str)),
                 "inputs": {"data": fingerprint(run.data), "model": model_identity(model_path),
                            **({"eval_data": fingerprint(run.eval_data)} if eval_rows else {})}}
-    done = _finished_with(out, settings)
-    if done and not force:
-        return done
-    finished = (out / DONE_MARKER).exists()
-    work = staging_dir(out) if finished else out  # a finished run stays in place until its successor has finished
-    if work != out and not force and _finished_with(work, settings):
-        promote(work, out)  # the successor finished, the swap was interrupted
-        return json.loads((out / DONE_MARKER).read_text(encoding="utf-8"))
-    ckpt_dir = work / "checkpoints"
-    config = _grpo_config(run, ckpt_dir, cpu)
-    layout = step_layout_of(run, cpu)
-    print(f"# {layout.describe()}", flush=True)
+    # one launch at a time trains into --out: a second waits, then finds the finished run (kept when the same)
+    with exclusive(output_lock(out), f"[thinkj train rl] {out}", lambda line: print(line, flush=True)):
+        restore(out)  # a swap that was interrupted (under the lock: never one another process is making)
+        done = _finished_with(out, settings)
+        if done and not force:
+            return done
+        finished = (out / DONE_MARKER).exists()
+        work = staging_dir(out) if finished else out  # a finished run stays in place until its successor has finished
+        if work != out and not force and _finished_with(work, settings):
+            promote(work, out)  # the successor finished, the swap was interrupted
+            return json.loads((out / DONE_MARKER).read_text(encoding="utf-8"))
+        ckpt_dir = work / "checkpoints"
+        config = _grpo_config(run, ckpt_dir, cpu)
+        layout = step_layout_of(run, cpu)
+        print(f"# {layout.describe()}", flush=True)
 
-    # Nothing was changed on disk before this line.
-    if force and work != out:
-        shutil.rmtree(work, ignore_errors=True)
-    elif force or _read_json(work / "run_settings.json") != settings:
-        # new settings (model, data, steps, ...) or --force: never resume another run's checkpoints
-        shutil.rmtree(ckpt_dir, ignore_errors=True)
-        (work / DONE_MARKER).unlink(missing_ok=True)
-    work.mkdir(parents=True, exist_ok=True)
-    write_json(work / "run_settings.json", settings)
+        # Nothing was changed on disk before this line.
+        if force and work != out:
+            shutil.rmtree(work, ignore_errors=True)
+        elif force or _read_json(work / "run_settings.json") != settings:
+            # new settings (model, data, steps, ...) or --force: never resume another run's checkpoints
+            shutil.rmtree(ckpt_dir, ignore_errors=True)
+            (work / DONE_MARKER).unlink(missing_ok=True)
+        work.mkdir(parents=True, exist_ok=True)
+        write_json(work / "run_settings.json", settings)
 
-    from datasets import Dataset
-    from transformers import AutoModelForCausalLM, AutoTokenizer
-    tokenizer = AutoTokenizer.from_pretrained(model_path)
-    last = _last_checkpoint(ckpt_dir)
-    # A run that reached its last step and died saving (disk full) resumes from a checkpoint at max_steps, and
-    # transformers 5.5 + TRL 0.24 then train one step past it (global_step 25 of 24; experiments/LOG.md, session
-    # 5): that checkpoint is the run's result, and only the final save is redone.
-    reached = last is not None and ((_read_json(last / "trainer_state.json") or {}).get("global_step", 0)
-                                    >= run.steps)
-    model = AutoModelForCausalLM.from_pretrained(last if reached else model_path,
-                                                 dtype="float32" if cpu else "bfloat16")
-    trainer, total = build_trainer(run, config, model, tokenizer, Dataset.from_list(rows), cpu=cpu)
-    held_out = None
-    if eval_rows:
-        from thinkj.online.trl_eval import HeldOutEval
+        from datasets import Dataset
+        from transformers import AutoModelForCausalLM, AutoTokenizer
+        tokenizer = AutoTokenizer.from_pretrained(model_path)
+        last = _last_checkpoint(ckpt_dir)
+        # A run that reached its last step and died saving (disk full) resumes from a checkpoint at max_steps, and
+        # transformers 5.5 + TRL 0.24 then train one step past it (global_step 25 of 24; experiments/LOG.md, session
+        # 5): that checkpoint is the run's result, and only the final save is redone.
+        reached = last is not None and ((_read_json(last / "trainer_state.json") or {}).get("global_step", 0)
+                                        >= run.steps)
+        model = AutoModelForCausalLM.from_pretrained(last if reached else model_path,
+                                                     dtype="float32" if cpu else "bfloat16")
+        trainer, total = build_trainer(run, config, model, tokenizer, Dataset.from_list(rows), cpu=cpu)
+        held_out = None
+        if eval_rows:
+            from thinkj.online.trl_eval import HeldOutEval
 
-        held_out = HeldOutEval(eval_rows, run.preset, run.eval_steps, run.max_completion_length, **run.weights)
-        trainer.add_callback(held_out)
-    if reached:
-        from transformers import TrainerState
+            held_out = HeldOutEval(eval_rows, run.preset, run.eval_steps, run.max_completion_length, **run.weights)
+            trainer.add_callback(held_out)
+        if reached:
+            from transformers import TrainerState
 
-        trainer.state = TrainerState.load_from_json(str(last / "trainer_state.json"))
-    else:
-        # the checkpoint found above, not the trainer's own pick (the highest number, even if half written)
-        trainer.train(resume_from_checkpoint=str(last) if last is not None else None)
+            trainer.state = TrainerState.load_from_json(str(last / "trainer_state.json"))
+        else:
+            # the checkpoint found above, not the trainer's own pick (the highest number, even if half written)
+            trainer.train(resume_from_checkpoint=str(last) if last is not None else None)
 
-    trainer.save_model(str(work / "model"))
-    tokenizer.save_pretrained(str(work / "model"))
-    write_jsonl(work / "last_samples.jsonl", total.last_samples)  # what the judge wrote in the last step, and its reward
-    if held_out is not None:
-        write_jsonl(work / "eval_samples.jsonl", held_out.samples)  # every evaluation's held-out verdicts
-    trainer.state.save_to_json(str(work / "trainer_state.json"))
+        trainer.save_model(str(work / "model"))
+        tokenizer.save_pretrained(str(work / "model"))
+        write_jsonl(work / "last_samples.jsonl", total.last_samples)  # what the judge wrote in the last step, and its reward
+        if held_out is not None:
+            write_jsonl(work / "eval_samples.jsonl", held_out.samples)  # every evaluation's held-out verdicts
+        trainer.state.save_to_json(str(work / "trainer_state.json"))
 
-    from thinkj.online.curves import load_metrics, plot_curves
+        from thinkj.online.curves import load_metrics, plot_curves
 
-    curves = plot_curves(load_metrics(work / "trainer_state.json"), work / "curves.png",
-                         title=f"TRL GRPO ({run.preset})")
-    history = [h for h in trainer.state.log_history if "reward" in h]
-    # paths name the final folder: after the swap, that is where the files are
-    summary = {
-        "engine": "trl", "algo": "grpo", "model_dir": str(out / "model"), "curves": str(out / curves.name),
-        "log": str(out / "trainer_state.json"), "samples": str(out / "last_samples.jsonl"),
-        "rows": len(rows), "skipped_tie": skipped["tie"], "twins": run.twins,
-        "steps": trainer.state.global_step, "device": "cpu" if cpu else "gpu",
-        "layout": {"rollouts": layout.rollouts, "micro_batch": layout.micro_batch, "accumulation": layout.accumulation,
-                   "gradient_checkpointing": layout.gradient_checkpointing, "rollout": layout.rollout,
-                   "rollout_why": layout.rollout_why},
-        "first_reward": history[0]["reward"] if history else None, "last_reward": history[-1]["reward"] if history else None,
-        "run": settings["run"], "inputs": settings["inputs"],
-    }
-    write_json(work / DONE_MARKER, summary)  # last: the run is complete
-    if work != out:
-        promote(work, out)
-    return summary
+        curves = plot_curves(load_metrics(work / "trainer_state.json"), work / "curves.png",
+                             title=f"TRL GRPO ({run.preset})")
+        history = [h for h in trainer.state.log_history if "reward" in h]
+        # paths name the final folder: after the swap, that is where the files are
+        summary = {
+            "engine": "trl", "algo": "grpo", "model_dir": str(out / "model"), "curves": str(out / curves.name),
+            "log": str(out / "trainer_state.json"), "samples": str(out / "last_samples.jsonl"),
+            "rows": len(rows), "skipped_tie": skipped["tie"], "twins": run.twins,
+            "steps": trainer.state.global_step, "device": "cpu" if cpu else "gpu",
+            "layout": {"rollouts": layout.rollouts, "micro_batch": layout.micro_batch, "accumulation": layout.accumulation,
+                       "gradient_checkpointing": layout.gradient_checkpointing, "rollout": layout.rollout,
+                       "rollout_why": layout.rollout_why},
+            "first_reward": history[0]["reward"] if history else None, "last_reward": history[-1]["reward"] if history else None,
+            "run": settings["run"], "inputs": settings["inputs"],
+        }
+        write_json(work / DONE_MARKER, summary)  # last: the run is complete
+        if work != out:
+            promote(work, out)
+        return summary

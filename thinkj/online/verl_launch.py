@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from thinkj.errors import ThinkJError, exit_on_user_error
+from thinkj.locks import exclusive, output_lock
 from thinkj.models.catalog import resolve_model
 from thinkj.online import ray_cluster, verl_cpu, verl_gpu, verl_layout
 from thinkj.paths import PROJECT_ROOT, cache_root
@@ -281,13 +282,15 @@ def run(spec: VerlLaunch, dry_run: bool = False) -> int:
     summary = ray_cluster.preflight(*world_shape(spec), spec.device)
     print(summary, flush=True)
     check_inputs(spec)
-    record = launch_record(spec)
-    check_resumable(spec, record)
-    Path(spec.out_dir).mkdir(parents=True, exist_ok=True)
-    write_json(Path(spec.out_dir) / LAUNCH_FILE, record)
-    _say_gpu_choices(spec)
-    with ray_cluster.turn(*world_shape(spec), log=lambda line: print(line, flush=True)):  # others' runs end first
-        return subprocess.call(argv, env={**os.environ, **env})
+    # one launch at a time into --out (its checkpoints, its launch record): a second waits for the first
+    with exclusive(output_lock(spec.out_dir), f"[thinkj train rl] {spec.out_dir}", lambda line: print(line, flush=True)):
+        record = launch_record(spec)
+        check_resumable(spec, record)
+        Path(spec.out_dir).mkdir(parents=True, exist_ok=True)
+        write_json(Path(spec.out_dir) / LAUNCH_FILE, record)
+        _say_gpu_choices(spec)
+        with ray_cluster.turn(*world_shape(spec), log=lambda line: print(line, flush=True)):  # others' runs end first
+            return subprocess.call(argv, env={**os.environ, **env})
 
 
 def check_layout(spec: VerlLaunch, argv: list[str]) -> None:

@@ -43,7 +43,7 @@ import yaml
 from thinkj.errors import StageIncomplete
 from thinkj.fingerprint import file_sha256
 from thinkj.folder_swap import promote, restore, staging_dir
-from thinkj.locks import exclusive
+from thinkj.locks import exclusive, output_lock
 from thinkj.records import write_json
 from thinkj.train.config import (
     ConfigError,
@@ -309,8 +309,8 @@ def _moved(config: dict[str, Any], src: Path, dst: Path) -> dict[str, Any]:
 def train_lock(plan: LaunchPlan) -> Path:
     """The lock of the plan's output folder: ``<run_dir>/.locks/<name>.lock``, one per node of a multi-node stage
     (every node runs this launch into the same folder, and each must start for the others' torchrun to meet)."""
-    node = f".node{plan.env.get('NODE_RANK', '0')}" if int(plan.env.get("LF_NNODES", "1")) > 1 else ""
-    return plan.output_dir.parent / ".locks" / f"{plan.output_dir.name}{node}.lock"
+    return output_lock(plan.output_dir, f".node{plan.env.get('NODE_RANK', '0')}"
+                       if int(plan.env.get("LF_NNODES", "1")) > 1 else "")
 
 
 def run_plan(plan: LaunchPlan, *, force: bool = False, dry_run: bool = False) -> Path:
