@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import sys
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from thinkj.inference.base import SamplingParams
+from thinkj.locks import exclusive
 from thinkj.models.profiles import generation_budget
 
 SCALAR_BACKEND = "classifier"  # a Bradley-Terry classifier scores each response; no generation
@@ -35,3 +38,10 @@ class EvalConfig:
     max_failure_rate: float = 0.0  # share of failed generation calls a run may have and still exit 0 (never complete)
     # worker processes, each on its own tensor_parallel_size GPUs over a shard (thinkj.inference.data_parallel)
     data_parallel: int = 1
+
+    def writing(self) -> AbstractContextManager[bool]:
+        """Held while a run judges this benchmark into ``out_dir`` (``<out_dir>/.locks/<benchmark>.lock``, taken once
+        the inputs are read, so that bad input leaves no folder): a second run of the same benchmark into the same
+        folder waits, then finds every answer in the cache, rather than loading a second judge onto the same GPUs."""
+        return exclusive(Path(self.out_dir) / ".locks" / f"{self.benchmark}.lock",
+                         f"eval {self.benchmark} into {self.out_dir}", lambda line: print(line, file=sys.stderr, flush=True))

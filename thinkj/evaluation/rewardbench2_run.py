@@ -205,6 +205,11 @@ def run_rewardbench2(cfg: EvalConfig, *, backend: InferenceBackend | None = None
         raise ThinkJError("rewardbench2 has its own official rules: --protocol and --unparsed-half do not apply")
     check_failure_rate(cfg.max_failure_rate)
     items = load_items(cfg.data, cfg.split, cfg.limit)
+    with cfg.writing():
+        return _judge_and_score(cfg, items, backend)
+
+
+def _judge_and_score(cfg: EvalConfig, items: list[Item], backend: InferenceBackend | None) -> Path:
     out = Path(cfg.out_dir)
     out.mkdir(parents=True, exist_ok=True)
     cache = ResultCache(out / "cache.sqlite")

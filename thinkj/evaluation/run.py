@@ -31,7 +31,6 @@ from thinkj.inference.cache import CachedBackend, ResultCache
 from thinkj.inference.context import PromptBudget, budget_for_backend
 from thinkj.inference.failures import check_failure_rate
 from thinkj.inference.lazy import LazyBackend
-from thinkj.locks import exclusive
 from thinkj.progress import progress_bar
 from thinkj.records import PreferencePair, write_jsonl
 
@@ -76,27 +75,24 @@ def run_eval(cfg: EvalConfig, *, backend: InferenceBackend | None = None,
              pairs: list[PreferencePair] | None = None, budget: PromptBudget | None = None) -> Path:
     """Judge, record, score; returns the results JSON path. ``backend``/``pairs``/``budget`` let callers reuse
     loaded ones; without a ``budget`` the named backend's is built (tokenizer + context length). A second run of the
-    same benchmark into the same ``out_dir`` waits for the first (``<out_dir>/.locks/<benchmark>.lock``)."""
+    same benchmark into the same ``out_dir`` waits for the first (:meth:`EvalConfig.writing`)."""
     check_failure_rate(cfg.max_failure_rate)
     bench = get_benchmark(cfg.benchmark)
     if cfg.data_parallel > 1 and (backend is not None or cfg.backend not in LOCAL_ENGINES or bench.run is not None):
         raise ThinkJError(f"--data-parallel {cfg.data_parallel}: only for a judge this node loads (--backend "
                           f"{' or '.join(LOCAL_ENGINES)}) on a benchmark of pairs"
                           + (f" ({cfg.benchmark} has a runner of its own)" if bench.run is not None else ""))
-    # One run at a time judges a benchmark into a folder: a second waits, then finds every answer in the cache
-    # (rather than loading a second engine onto the same GPUs and generating everything twice).
-    with exclusive(Path(cfg.out_dir) / ".locks" / f"{cfg.benchmark}.lock", f"eval {cfg.benchmark} into {cfg.out_dir}",
-                   lambda line: print(line, file=sys.stderr, flush=True)):
-        if bench.run is not None:  # items that are not pairs (RewardBench 2): its own runner, records, failure rule
-            return bench.run(cfg, backend=backend)
+    if bench.run is not None:  # items that are not pairs (RewardBench 2): its own runner, records and failure rule
+        return bench.run(cfg, backend=backend)
+    if pairs is None:
+        pairs = load_benchmark(cfg.benchmark, cfg.data, cfg.split, cfg.limit)  # bad input: fails before out_dir is made
+    with cfg.writing():
         return _judge_and_score(cfg, bench, backend, pairs, budget)
 
 
-def _judge_and_score(cfg: EvalConfig, bench: Benchmark, backend: InferenceBackend | None, pairs: list[PreferencePair] | None,
+def _judge_and_score(cfg: EvalConfig, bench: Benchmark, backend: InferenceBackend | None, pairs: list[PreferencePair],
                      budget: PromptBudget | None) -> Path:
     source = cfg.data if cfg.data is not None else bench.default_source
-    if pairs is None:
-        pairs = load_benchmark(cfg.benchmark, cfg.data, cfg.split, cfg.limit)
     out = Path(cfg.out_dir)
     out.mkdir(parents=True, exist_ok=True)
     cache = ResultCache(out / "cache.sqlite")
