@@ -190,6 +190,7 @@ def test_a_llamafactory_rerun_with_a_bad_input_leaves_the_finished_stage_alone(t
         assert isinstance(raised.value, ConfigError) and "did you mean thinkj_judge_sft?" in str(raised.value)
     assert _unchanged(tmp_path / "run" / "judge_sft", files)
     assert not staging_dir(tmp_path / "run" / "judge_sft").exists()
+    assert not (tmp_path / "run" / ".locks").exists()  # refused before the output folder's lock was taken
 
 
 def test_checkpoints_of_an_interrupted_stage_with_another_config_are_not_resumed(tmp_path, tiny_model_dir):

@@ -328,6 +328,7 @@ def run_plan(plan: LaunchPlan, *, force: bool = False, dry_run: bool = False) ->
     """
     if dry_run:
         return _run_plan(plan, force=force, dry_run=True)
+    check_inputs(plan.config)  # bad input fails before the lock's folder is made (and again under it: cheap)
     with exclusive(train_lock(plan), f"[thinkj train] {plan.output_dir}",
                    lambda line: print(line, file=sys.stderr, flush=True)):
         return _run_plan(plan, force=force, dry_run=False)
