@@ -3,8 +3,9 @@ together reach their online stage at once on a cluster with GPUs for one of them
 line ("other jobs hold the rest"), or, when both read the cluster before either took the GPUs, both started and one
 verl waited for ever. Now the second waits for its turn, then for the GPUs to be free, then starts.
 
-A real Ray head on 127.0.0.1 declaring one GPU (``tests/ray_local.py``); each "run" is a process that takes its turn
-as the verl launcher does, then holds the GPU with a Ray actor for two seconds, as verl's workers would.
+A real Ray head on 127.0.0.1 declaring one GPU (``tests/ray_local.py``; two raylets for the per-node count); each
+"run" is a process that takes its turn as the verl launcher does, then holds its GPUs with a placement group for a
+few seconds, as verl's workers would.
 """
 
 from __future__ import annotations
@@ -25,24 +26,21 @@ from ray_local import local_ray  # noqa: E402
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
 
-# argv: NAME NOTES SECONDS [turns]; "turns": take a turn first (the launcher's way), else hold the GPU at once (a job
-# of another user). Notes "<name> start <t>" and "<name> end <t>" around the GPU's holding.
+# argv: NAME NOTES SECONDS GPUS STRATEGY [turns]: hold GPUS GPUs for SECONDS, as one placement group of 1-GPU bundles
+# placed by STRATEGY (STRICT_PACK: one node, as verl places a node's workers; STRICT_SPREAD: one GPU on each of GPUS
+# nodes). "turns": take a turn for 1 node x GPUS first (the launcher's way), else hold them at once (a job of another
+# user). Notes "<name> start <t>" and "<name> end <t>" around the holding.
 RUN = """
 import sys, time, ray
+from ray.util.placement_group import placement_group
 from thinkj.online import ray_cluster
 
-name, notes, seconds = sys.argv[1], sys.argv[2], float(sys.argv[3])
+name, notes, seconds, gpus, strategy = sys.argv[1], sys.argv[2], float(sys.argv[3]), int(sys.argv[4]), sys.argv[5]
 
 def hold():
     ray.init(log_to_driver=False, logging_level="ERROR", configure_logging=False)
-
-    @ray.remote(num_gpus=1)
-    class Worker:
-        def ping(self):
-            return 1
-
-    worker = Worker.remote()
-    ray.get(worker.ping.remote())  # placed: the GPU is held
+    group = placement_group([{"GPU": 1}] * gpus, strategy=strategy)
+    ray.get(group.ready(), timeout=60)  # placed: the GPUs are held
     with open(notes, "a") as handle:
         handle.write(f"{name} start {time.time()}\\n")
     time.sleep(seconds)
@@ -50,17 +48,18 @@ def hold():
         handle.write(f"{name} end {time.time()}\\n")
     ray.shutdown()
 
-if sys.argv[4:] == ["turns"]:
-    with ray_cluster.turn(1, 1, poll=0.5):
+if sys.argv[6:] == ["turns"]:
+    with ray_cluster.turn(1, gpus, poll=0.5):
         hold()
 else:
     hold()
 """
 
 
-def _run(cluster, tmp_path: Path, name: str, seconds: float, turns: bool = True, **env: str) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, "-c", RUN, name, str(tmp_path / "notes.txt"), str(seconds),
-                             *(["turns"] if turns else [])],
+def _run(cluster, tmp_path: Path, name: str, seconds: float, turns: bool = True, gpus: int = 1,
+         strategy: str = "STRICT_PACK", **env: str) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, "-c", RUN, name, str(tmp_path / "notes.txt"), str(seconds), str(gpus),
+                             strategy, *(["turns"] if turns else [])],
                             env={**cluster.env, "RAY_ADDRESS": cluster.gcs, "TMPDIR": str(tmp_path), **env},
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
 
@@ -123,50 +122,17 @@ def test_runs_on_a_cluster_that_fits_one_take_turns_and_another_job_is_waited_fo
         assert time.monotonic() - started < 60
 
 
-# argv: NAME NOTES SECONDS STRATEGY [turns]: hold 2 GPUs for SECONDS as one placement group of two 1-GPU bundles,
-# STRICT_PACK (one node, as verl places a node's workers) or STRICT_SPREAD (one GPU on each of two nodes).
-HOLD_TWO = """
-import sys, time, ray
-from ray.util.placement_group import placement_group
-from thinkj.online import ray_cluster
-
-name, notes, seconds, strategy = sys.argv[1], sys.argv[2], float(sys.argv[3]), sys.argv[4]
-
-def hold():
-    ray.init(log_to_driver=False, logging_level="ERROR", configure_logging=False)
-    group = placement_group([{"GPU": 1}, {"GPU": 1}], strategy=strategy)
-    ray.get(group.ready(), timeout=60)
-    with open(notes, "a") as handle:
-        handle.write(f"{name} start {time.time()}\\n")
-    time.sleep(seconds)
-    with open(notes, "a") as handle:
-        handle.write(f"{name} end {time.time()}\\n")
-    ray.shutdown()
-
-if sys.argv[5:] == ["turns"]:
-    with ray_cluster.turn(1, 2, poll=0.5):
-        hold()
-else:
-    hold()
-"""
-
-
 def test_free_gpus_are_counted_per_node_so_a_run_waits_while_they_are_split_across_nodes(tmp_path):
     """Two nodes of 2 GPUs; another job holds one on each. 2 GPUs are free in total, but a run of 1 node x 2 GPUs fits
     on neither node: it waits (counting the total, it started at once, and verl would have waited for ever)."""
     with local_ray(workers=1, gpus=2) as cluster:
-        env = {**cluster.env, "RAY_ADDRESS": cluster.gcs, "TMPDIR": str(tmp_path)}
-        notes = str(tmp_path / "notes.txt")
-        other = subprocess.Popen([sys.executable, "-c", HOLD_TWO, "other", notes, "10", "STRICT_SPREAD"], env=env,
-                                 stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        other = _run(cluster, tmp_path, "other", 10.0, turns=False, gpus=2, strategy="STRICT_SPREAD")
         _wait_note(tmp_path, "other start", other)
         checked = subprocess.run([sys.executable, "-m", "thinkj.online.ray_cluster", "--address", cluster.gcs,
-                                  "--nnodes", "1", "--gpus-per-node", "2"], env=env, capture_output=True, text=True,
-                                 timeout=120)  # the check a user runs by hand refuses the same way
+                                  "--nnodes", "1", "--gpus-per-node", "2"], env=cluster.env, capture_output=True,
+                                 text=True, timeout=120)  # the check a user runs by hand refuses the same way
         assert checked.returncode == 2 and "other jobs hold the rest" in checked.stderr, checked.stdout + checked.stderr
-        run = subprocess.Popen([sys.executable, "-c", HOLD_TWO, "run", notes, "0.1", "STRICT_PACK", "turns"],
-                               env={**env, "THINKJ_GPU_WAIT": "120"}, stdout=subprocess.PIPE,
-                               stderr=subprocess.STDOUT, text=True)
+        run = _run(cluster, tmp_path, "run", 0.1, gpus=2, THINKJ_GPU_WAIT="120")
         (code_o, out_o), (code_r, out_r) = _finish(other), _finish(run)
         assert code_o == 0 and code_r == 0, out_o + out_r
         assert _notes(tmp_path)["run start"] >= _notes(tmp_path)["other end"], out_r
