@@ -70,7 +70,7 @@ def read_cluster(address: str) -> list[Node]:
     """The live nodes of the cluster at ``address``, each with its GPUs and its free GPUs (read per node, as verl's
     own resource check reads them: a run needs ``gpus_per_node`` free on each of its nodes, not in total)."""
     import ray
-    from ray._private.state import available_resources_per_node  # verl reads it too (RayResourcePool's check)
+    from ray._private.state import available_resources_per_node  # verl reads it too (ResourcePoolManager's check)
 
     try:
         ray.init(address=address, log_to_driver=False, logging_level="ERROR", configure_logging=False)
