@@ -132,6 +132,10 @@ def test_free_gpus_are_counted_per_node_so_a_run_waits_while_they_are_split_acro
                                   "--nnodes", "1", "--gpus-per-node", "2"], env=cluster.env, capture_output=True,
                                  text=True, timeout=120)  # the check a user runs by hand refuses the same way
         assert checked.returncode == 2 and "other jobs hold the rest" in checked.stderr, checked.stdout + checked.stderr
+        cpu = subprocess.run([sys.executable, "-m", "thinkj.online.ray_cluster", "--address", cluster.gcs, "--nnodes",
+                              "2", "--gpus-per-node", "0"], env=cluster.env, capture_output=True, text=True, timeout=120)
+        assert cpu.returncode == 0, cpu.stdout + cpu.stderr  # no GPU asked for: two live nodes are enough (the check
+        # scripts/slurm/ray_on_slurm.sh makes on a CPU cluster; it divided by zero once, caught by tests/test_slurm.py)
         run = _run(cluster, tmp_path, "run", 0.1, gpus=2, THINKJ_GPU_WAIT="120")
         (code_o, out_o), (code_r, out_r) = _finish(other), _finish(run)
         assert code_o == 0 and code_r == 0, out_o + out_r
@@ -147,6 +151,7 @@ def test_the_turns_count_the_runs_the_nodes_hold_side_by_side():
     assert runs_side_by_side([8, 8, 8, 8], 2, 8) == 2
     assert runs_side_by_side([8, 4, 4], 1, 8) == 1  # 16 GPUs, but only one node holds a run's 8
     assert runs_side_by_side([8, 8], 1, 4) == 4
+    assert runs_side_by_side([0, 0], 2, 0) == 1  # a CPU cluster (GPUS_PER_NODE=0): each node holds one run-node
 
 
 @pytest.mark.parametrize("value", ["soon", "-1", "inf", "nan"])

@@ -87,7 +87,10 @@ def read_cluster(address: str) -> list[Node]:
 
 
 def _slots(gpus: list[float], gpus_per_node: int) -> int:
-    """How many run-nodes of ``gpus_per_node`` GPUs these nodes hold at once (a node may hold several)."""
+    """How many run-nodes of ``gpus_per_node`` GPUs these nodes hold at once (a node may hold several; with 0 GPUs per
+    node, a CPU cluster's check in ``scripts/slurm/ray_on_slurm.sh``, each node holds one)."""
+    if gpus_per_node <= 0:
+        return len(gpus)
     return sum(int(count) // gpus_per_node for count in gpus)
 
 
