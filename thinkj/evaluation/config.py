@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from thinkj.inference.base import SamplingParams
-from thinkj.locks import exclusive
+from thinkj.locks import exclusive, output_lock
 from thinkj.models.profiles import generation_budget
 
 SCALAR_BACKEND = "classifier"  # a Bradley-Terry classifier scores each response; no generation
@@ -43,5 +43,5 @@ class EvalConfig:
         """Held while a run judges this benchmark into ``out_dir`` (``<out_dir>/.locks/<benchmark>.lock``, taken once
         the inputs are read, so that bad input leaves no folder): a second run of the same benchmark into the same
         folder waits, then finds every answer in the cache, rather than loading a second judge onto the same GPUs."""
-        return exclusive(Path(self.out_dir) / ".locks" / f"{self.benchmark}.lock",
+        return exclusive(output_lock(Path(self.out_dir) / self.benchmark),  # <out_dir>/.locks/<benchmark>.lock
                          f"eval {self.benchmark} into {self.out_dir}", lambda line: print(line, file=sys.stderr, flush=True))
