@@ -80,6 +80,7 @@ def test_a_rerun_with_a_bad_input_leaves_the_finished_run_alone(tmp_path, tiny_m
     lines = proc.stderr.strip().splitlines()
     assert lines[-1].startswith("error: ") and "Traceback" not in proc.stderr, proc.stderr[-2000:]
     assert _unchanged(out, files) and not staging_dir(out).exists()
+    assert not (tmp_path / ".locks").exists()  # refused before the output folder's lock was taken
 
 
 def test_a_typo_in_the_data_names_the_file(tmp_path, tiny_model_dir):

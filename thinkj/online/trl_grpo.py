@@ -455,6 +455,9 @@ def run_trl_grpo(run: GRPORun, force: bool = False) -> dict[str, Any]:
     settings = {"run": json.loads(json.dumps(described, default=str)),
                 "inputs": {"data": fingerprint(run.data), "model": model_identity(model_path),
                            **({"eval_data": fingerprint(run.eval_data)} if eval_rows else {})}}
+    # TRL's fields and the micro-batch checked now, with --out's own checkpoint folder (the run may train in its
+    # staging twin, decided under the lock): a refused launch takes no lock and leaves nothing beside --out
+    _grpo_config(run, out / "checkpoints", cpu)
     # one launch at a time trains into --out: a second waits, then finds the finished run (kept when the same)
     with exclusive(output_lock(out), f"[thinkj train rl] {out}", lambda line: print(line, flush=True)):
         restore(out)  # a swap that was interrupted (under the lock: never one another process is making)
