@@ -1,6 +1,6 @@
 """Keep a finished comparison's judgment records as a records folder, so its table recomputes later.
 
-    .venv/bin/python experiments/keep_records.py runs/demo_seed0/compare/compare.json \
+    .venv/bin/python experiments/keep_records.py runs/demo_seed0/compare/online_trl_grpo_thinkj_qwen/compare.json \
         experiments/results/demo_seed0_xeon_bf16
     .venv/bin/python experiments/recompute.py experiments/results/demo_seed0_xeon_bf16 --check
 

@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
+CELL = "online_trl_grpo_thinkj_qwen"  # the online run's folder: its logs, stage times and rows' table are its own
 SETS = ["learning=both", "rl_engine=trl", "rl_steps=2", "trl_overrides=learning_rate=5e-4 max_completion_length=32",
         "eval_rows=base init offline online", "tables=demo", "in_process=true", "rl_val_fraction=0.25", "seed=0"]
 
@@ -41,14 +42,14 @@ def finished(tmp_path_factory):
 
 def test_every_stage_of_both_branches_runs_and_the_rows_are_compared(finished):
     run_dir, out = finished
-    times = json.loads((run_dir / "logs" / "stage_times.json").read_text())
+    times = json.loads((run_dir / "logs" / CELL / "stage_times.json").read_text())
     for stage in ("critic_data", "offline_pool", "critic_sft", "offline", "rl_split", "online", "eval_base_synthetic",
                   "eval_init_synthetic", "eval_offline_synthetic", "eval_online_synthetic", "compare", "tables"):
         assert stage in times["ran"], stage
     assert "merge" not in times["ran"]  # TRL writes the HF model itself
     for stage in ("difficulty", "judge_sft", "eval_base_synthetic"):  # IN_PROCESS: python -m and thinkj alike
         assert "(in process)" in (run_dir / "logs" / f"{stage}.log").read_text(), stage
-    compared = json.loads((run_dir / "compare" / "compare.json").read_text())
+    compared = json.loads((run_dir / "compare" / CELL / "compare.json").read_text())
     assert list(compared["rows"]) == ["base", "init", "offline", "online"]
     assert {r["n_judgments"] for r in compared["rows"].values()} == {40}  # 20 held-out pairs, both orders
     assert set(compared["comparisons"]) == {"init_vs_base", "offline_vs_init", "online_vs_init"}
@@ -99,7 +100,7 @@ def test_a_changed_dpo_setting_redoes_the_offline_branch_only(finished):
     (run_dir / "train" / "offline" / "offline.done.json").unlink()
     again = _run(run_dir, "dpo_overrides=max_steps=5")
     assert again.returncode == 0, again.stdout[-3000:] + again.stderr[-2000:]
-    times = json.loads((run_dir / "logs" / "stage_times.json").read_text())
+    times = json.loads((run_dir / "logs" / CELL / "stage_times.json").read_text())
     assert {"offline", "eval_offline_synthetic", "compare"} <= set(times["ran"])
     assert {"online", "eval_online_synthetic", "eval_init_synthetic", "critic_sft"} <= set(times["skipped"])
 
@@ -110,7 +111,7 @@ def test_the_rows_records_are_kept_as_a_folder_that_recomputes(finished, tmp_pat
 
     run_dir, _ = finished
     keep, recompute = load_script("experiments/keep_records.py"), load_script("experiments/recompute.py")
-    assert keep.main([str(run_dir / "compare" / "compare.json"), str(tmp_path / "kept")]) == 0
+    assert keep.main([str(run_dir / "compare" / CELL / "compare.json"), str(tmp_path / "kept")]) == 0
     capsys.readouterr()
     assert recompute.main([str(tmp_path / "kept"), "--check"]) == 0
     assert capsys.readouterr().out.endswith("table.md: recomputed, identical\n")

@@ -54,5 +54,7 @@ def test_two_cells_started_together_share_their_stages_and_each_trains_its_own(t
         assert json.loads((online / "thinkj_online_done.json").read_text())["steps"] == 1
         results = run_dir / "eval" / f"{online.name}_model" / "synthetic" / "synthetic.results.json"
         assert json.loads(results.read_text())["complete"] is True
+        times = json.loads((run_dir / "logs" / online.name / "stage_times.json").read_text())  # each cell's own
+        assert "online" in times["ran"] and set(times["skipped"]) == skipped[w], (w, times)
     table = (run_dir / "tables" / "tablerehearsal.md").read_text()
     assert "| 0.0 |" in table and "| 0.5 |" in table  # the last cell's table stage saw both cells

@@ -126,7 +126,27 @@ def test_an_online_runs_own_stages_log_into_its_folder(tmp_path):
     both = {st.name: st.log for st in plan(env_settings({"RUN_DIR": str(tmp_path), "LEARNING": "both",
                                                            "EVAL_ROWS": "base init online"}))}
     assert both["eval_online_rewardbench"] == "online_grpo_thinkj_qwen/eval_online_rewardbench.log"
-    assert both["eval_init_rewardbench"] == "eval_init_rewardbench.log" and both["compare"] == "compare.log"
+    assert both["eval_init_rewardbench"] == "eval_init_rewardbench.log"
+    assert both["compare"] == "online_grpo_thinkj_qwen/compare.log"  # its table holds that online run's row
+
+
+def test_each_online_run_compares_its_rows_in_a_folder_of_its_own(tmp_path):
+    """With an online row, the rows' table is one online run's: two cells of a weight sweep on one RUN_DIR write two
+    compare.json (side by side, neither rewrites the other's); without one, every run's table is the same, one file."""
+    from thinkj.pipeline.plan import plan
+    from thinkj.pipeline.settings import env_settings
+
+    def compare(**settings: str):
+        stages = {st.name: st for st in plan(env_settings({"RUN_DIR": str(tmp_path), "LEARNING": "both", **settings}))}
+        return stages["compare"]
+
+    cells = {w: compare(EVAL_ROWS="base init offline online", W_STR=w) for w in ("", "0.5")}
+    assert cells[""].output == tmp_path / "compare" / "online_grpo_thinkj_qwen" / "compare.json"
+    assert cells["0.5"].output == tmp_path / "compare" / "online_grpo_thinkj_qwen_w_str0.5" / "compare.json"
+    assert "online=" + str(tmp_path / "eval" / "online_grpo_thinkj_qwen_w_str0.5_hf") in cells["0.5"].argv
+    shared = {w: compare(EVAL_ROWS="base init offline", W_STR=w) for w in ("", "0.5")}
+    assert shared[""].output == shared["0.5"].output == tmp_path / "compare" / "compare.json"
+    assert shared[""].cell == "" and shared[""].log == "compare.log"
 
 
 def test_finished_stages_are_skipped(tmp_path):

@@ -66,7 +66,9 @@ def eval_stages(s: Mapping[str, str], w: Where, models: dict[str, Path], methods
                 folder / bench / f"{bench}.results.json",
                 inputs={**({"model": model} if row != "base" or w.base_local else {}), **local}))
     if rows != ["final"]:
-        out = w.run / "compare"
+        # with an online row the table is this online run's (the folder its settings name): runs that share a
+        # RUN_DIR and differ in those settings (a sweep's cells) each keep their own; otherwise every run's is the same
+        out = w.run / "compare" / (models["online"].parent.name if "online" in rows else "")
         stages.append(Stage("compare", ["thinkj", "eval", "compare", *[f"{r}={folders[r]}" for r in rows],
                                         "--out", str(out)], out / "compare.json"))
     return stages

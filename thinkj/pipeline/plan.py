@@ -280,11 +280,12 @@ def plan(s: dict[str, str]) -> list[Stage]:
 
 def _online_cell(stages: list[Stage], s: Mapping[str, str]) -> list[Stage]:
     """Mark the stages of this run's online run (those whose record, or the model they judge, lies in its folder,
-    which its settings name): runs that share a RUN_DIR and differ in those settings run them side by side, so
-    their logs go to a folder of their own (:attr:`Stage.log`)."""
+    which its settings name, and the rows' table of that model, ``compare/<folder>``): runs that share a RUN_DIR and
+    differ in those settings run them side by side, so their logs go to a folder of their own (:attr:`Stage.log`)."""
     if s["LEARNING"] == "offline":
         return stages
-    online = Path(s["RUN_DIR"]) / "train" / online_folder(s)
-    return [replace(st, cell=online.name)
-            if any(p.is_relative_to(online) for p in (st.record, st.inputs.get("model", st.record))) else st
+    name = online_folder(s)
+    own = (Path(s["RUN_DIR"]) / "train" / name, Path(s["RUN_DIR"]) / "compare" / name)
+    return [replace(st, cell=name)
+            if any(p.is_relative_to(o) for p in (st.record, st.inputs.get("model", st.record)) for o in own) else st
             for st in stages]

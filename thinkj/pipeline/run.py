@@ -166,7 +166,7 @@ def _run_stages(s: dict[str, str], out) -> list[str]:
 
     logs = Path(s["RUN_DIR"]) / "logs"
     steps = [_step(stage, in_process=s["IN_PROCESS"] == "1") for stage in stages]
-    compared: list[dict] = []  # read while the compare stage holds its lock: a cell beside this one may rewrite it
+    compared: list[dict] = []  # read while the compare stage holds its lock (a run with these settings may rewrite it)
     for step, stage in zip(steps, stages, strict=True):
         if stage.name == "compare":
             step.done = lambda record, skipped, path=stage.output: compared.append(
@@ -175,12 +175,13 @@ def _run_stages(s: dict[str, str], out) -> list[str]:
     if not dry:  # every stage's wall and CPU seconds (a skipped one's as recorded)
         times = stage_runner.timings_record(outcome.seconds, outcome.cpu_seconds, ran=outcome.ran,
                                             skipped=outcome.skipped)
-        write_json(logs / "stage_times.json", times)
+        cells = sorted({stage.cell for stage in stages if stage.cell})  # one at most: this run's online run
+        # beside the online run's logs: runs that share a RUN_DIR with other online settings each keep their own
+        write_json(logs.joinpath(*cells) / "stage_times.json", times)
         if compared:  # the rows' table on the terminal (the stage's own output went to its log)
             from thinkj.evaluation.row_compare import print_results
 
             print_results(compared[-1])
-        cells = sorted({stage.cell for stage in stages if stage.cell})
         print(f"\nstage time {times['total_seconds']:.0f} s wall, {times['total_cpu_seconds']:.0f} s CPU; stage "
               f"logs: {logs}/<stage>.log" + "".join(f", the online run's: {logs}/{c}/<stage>.log" for c in cells),
               file=out, flush=True)
