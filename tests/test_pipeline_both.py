@@ -57,6 +57,9 @@ def test_every_stage_of_both_branches_runs_and_the_rows_are_compared(finished):
         results = json.loads(Path(judgments).with_name("synthetic.results.json").read_text())
         assert results["complete"] is True and results["provenance"]["data"]["limit"] is None, row
     assert "Held-out pairs, judged in both orders" in out and "offline vs init" in out  # printed at the end
+    end = out.strip().splitlines()[-1]  # the last line names where the timings and the rows' table are
+    assert str(run_dir / "logs" / CELL / "stage_times.json") in end, end
+    assert end.endswith(f"the rows' table: {run_dir / 'compare' / CELL / 'compare.json'}"), end
     table = (run_dir / "tables" / "tabledemo.md").read_text()
     for row in ("base", "init", "offline", "online"):
         assert f"| {row} " in table, row

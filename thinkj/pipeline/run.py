@@ -177,14 +177,15 @@ def _run_stages(s: dict[str, str], out) -> list[str]:
                                             skipped=outcome.skipped)
         cells = sorted({stage.cell for stage in stages if stage.cell})  # one at most: this run's online run
         # beside the online run's logs: runs that share a RUN_DIR with other online settings each keep their own
-        write_json(logs.joinpath(*cells) / "stage_times.json", times)
+        timings = write_json(logs.joinpath(*cells) / "stage_times.json", times)
         if compared:  # the rows' table on the terminal (the stage's own output went to its log)
             from thinkj.evaluation.row_compare import print_results
 
             print_results(compared[-1])
-        print(f"\nstage time {times['total_seconds']:.0f} s wall, {times['total_cpu_seconds']:.0f} s CPU; stage "
-              f"logs: {logs}/<stage>.log" + "".join(f", the online run's: {logs}/{c}/<stage>.log" for c in cells),
-              file=out, flush=True)
+        table = next((f"; the rows' table: {stage.output}" for stage in stages if stage.name == "compare"), "")
+        print(f"\nstage time {times['total_seconds']:.0f} s wall, {times['total_cpu_seconds']:.0f} s CPU ({timings}); "
+              f"stage logs: {logs}/<stage>.log" + "".join(f", the online run's: {logs}/{c}/<stage>.log" for c in cells)
+              + table, file=out, flush=True)
     return outcome.ran
 
 
