@@ -42,6 +42,7 @@ def _judgments(path: Path, items: list[str], ok: bool) -> Path:
     # make demo's four rows from a fresh clone (experiments/keep_records.py)
     ("demo_seed0_xeon_bf16", []),
     ("demo_seed0_xeon_fp32", []),  # the README's table
+    ("demo_seed0_xeon207_bf16", []),  # another Xeon model's bf16 kernels (docs/demo.md)
 ])
 def test_the_committed_table_recomputes_from_the_committed_records(folder, args, capsys):
     assert recompute.main([str(RESULTS / folder), *args, "--check"]) == 0
@@ -52,6 +53,7 @@ def test_the_committed_table_recomputes_from_the_committed_records(folder, args,
     ("confirmatory_seed3", ("init", "plain"), 300, 43),  # the registered design (LOG, session 15)
     ("demo_seed0_xeon_bf16", ("base", "init", "offline", "online"), 30, 24),  # docs/demo.md's held-out set
     ("demo_seed0_xeon_fp32", ("base", "init", "offline", "online"), 30, 24),
+    ("demo_seed0_xeon207_bf16", ("base", "init", "offline", "online"), 30, 24),
 ])
 def test_the_kept_records_hold_their_design(folder, rows, n_pairs, n_questions):
     """Distinct comparisons over so many questions, both orders, every judgment of every row on the same items."""
